@@ -1,0 +1,173 @@
+"""The `ragdrift` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from typing import BinaryIO
+
+from agent import __version__
+
+
+class UsageError(Exception):
+    """An input or usage problem: one line on stderr, exit status 2."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args) or 0
+    except UsageError as exc:
+        print(f"ragdrift: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragdrift",
+        description="Monitor RAG retrieval in production from retrieval.v1 logs.",
+    )
+    parser.add_argument("--version", action="version", version=f"ragdrift {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    gen = commands.add_parser("generate", help="write deterministic synthetic retrieval.v1 traffic as JSON Lines")
+    gen.add_argument("--events", type=int, required=True, help="number of lines to write")
+    gen.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+    gen.add_argument("--start", type=_timestamp, help="event time of the first event (RFC 3339)")
+    gen.add_argument("--rate", type=float, default=20.0, help="events per second of event time")
+    gen.add_argument(
+        "--incident", action="append", default=[], metavar="KIND@MINUTE",
+        help="inject an incident: leak, stale, score-drift, source-dominance, filter-outage, new-terms",
+    )
+    gen.add_argument("--invalid-rate", type=float, default=0.0, help="share of lines that are invalid messages")
+    gen.add_argument("--output", "-o", default="-", help="file to write (default stdout)")
+    gen.set_defaults(handler=_generate)
+
+    rep = commands.add_parser("replay", help="run JSON Lines events through the agent's decode and metric path")
+    rep.add_argument("files", nargs="+", metavar="FILE", help="JSON Lines files ('-' for stdin)")
+    rep.add_argument("--format", choices=("table", "json"), default="table")
+    rep.add_argument("--max-bytes", type=int, default=1 << 20, help="messages above this size are too_large")
+    rep.set_defaults(handler=_replay)
+    return parser
+
+
+def _timestamp(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an RFC 3339 timestamp: {text!r}") from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"timestamp needs an offset (e.g. Z): {text!r}")
+    return value
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from agent import synth
+
+    if args.events < 0 or args.rate <= 0 or not 0 <= args.invalid_rate <= 1:
+        raise UsageError("--events must be >= 0, --rate > 0 and --invalid-rate in [0, 1]")
+    try:
+        incidents = [synth.parse_incident(text) for text in args.incident]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    lines = synth.generate(args.events, args.seed, args.start, args.rate, incidents, args.invalid_rate)
+    with _open_output(args.output) as out:
+        for line in lines:
+            out.write(line + b"\n")
+    return 0
+
+
+def _open_output(path: str) -> BinaryIO:
+    if path == "-":
+        return open(sys.stdout.fileno(), "wb", closefd=False)
+    try:
+        return open(path, "wb")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from agent.core.config import CoreConfig
+    from agent.core.event import RejectedEvent
+    from agent.core.state import PartitionState
+    from agent.core.summary import summarize
+
+    streams = [_open_input(path) for path in args.files]
+    state = PartitionState(CoreConfig())
+    rejected: Counter[str] = Counter()
+    with _progress() as bar:
+        for line in _lines(streams):
+            try:
+                state.process(line, args.max_bytes)
+            except RejectedEvent as exc:
+                rejected[exc.kind] += 1
+            bar.update(1)
+    summary = summarize(state.totals(), dict(rejected))
+    if args.format == "json":
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        print(_table(summary))
+    return 0
+
+
+def _open_input(path: str) -> BinaryIO:
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _lines(streams: list[BinaryIO]) -> Iterator[bytes]:
+    for stream in streams:
+        with stream:
+            for line in stream:
+                line = line.rstrip(b"\r\n")
+                if line.strip():
+                    yield line
+
+
+def _progress():
+    from tqdm import tqdm
+
+    return tqdm(unit=" events", disable=not sys.stderr.isatty(), file=sys.stderr, mininterval=0.5)
+
+
+def _table(summary: dict) -> str:
+    rows: list[tuple[str, str]] = []
+    events = summary["events"]
+    rows.append(("events processed", str(events["processed"])))
+    rows.append(("events late", str(events["late"])))
+    for reason, count in events["rejected"].items():
+        rows.append((f"rejected: {reason}", str(count)))
+    for key, value in summary.items():
+        if key == "events" or isinstance(value, dict):
+            continue
+        rows.append((key.replace("_", " "), _fmt(value)))
+    for kind, shares in (("query type", summary["query_type_share"]), ("language", summary["language_share"])):
+        for name, share in shares.items():
+            rows.append((f"{kind}: {name}", _fmt(share)))
+    for name, outcome in summary["filters"].items():
+        rows.append((f"filter {name}", ", ".join(f"{k} {v}" for k, v in outcome.items())))
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

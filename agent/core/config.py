@@ -1,0 +1,67 @@
+"""Configuration of the pure core: windows, lateness, label bounds, buckets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.core.tally import Buckets
+
+DEFAULT_BUCKETS: dict[str, tuple[float, ...]] = {
+    "score": tuple(round(0.1 * i, 1) for i in range(11)),
+    "gap": (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0),
+    "age_days": (1, 7, 30, 90, 180, 365, 730, 1825),
+    "ratio": tuple(round(0.1 * i, 1) for i in range(1, 11)),
+    "latency_seconds": (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    "count": (0, 1, 2, 3, 5, 10, 20, 50, 100, 1000),
+    "rank_shift": (0, 1, 2, 3, 5, 10, 20, 50),
+}
+
+LABEL_DIMENSIONS = ("app", "source", "filter", "query_type", "language")
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """Everything the core needs to know; time never comes from here."""
+
+    windows: tuple[tuple[str, int], ...] = (("5m", 300), ("1h", 3600), ("24h", 86400))
+    bucket_seconds: int = 60
+    lateness_seconds: int = 300
+    # Per dimension: a fixed list of allowed values, or None for "first N seen".
+    label_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    max_label_values: int = 200
+    buckets: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    score_buckets_by_app: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    vocabulary_bits: int = 1 << 20
+    vocabulary_hashes: int = 7
+
+    def __post_init__(self) -> None:
+        if not self.windows:
+            raise ValueError("at least one window is required")
+        for name, seconds in self.windows:
+            if seconds <= 0 or seconds % self.bucket_seconds:
+                raise ValueError(f"window {name}: {seconds}s is not a positive multiple of {self.bucket_seconds}s")
+        if self.lateness_seconds < 0:
+            raise ValueError("lateness_seconds must be >= 0")
+        if self.max_label_values < 1:
+            raise ValueError("max_label_values must be >= 1")
+        unknown = set(self.label_values) - set(LABEL_DIMENSIONS)
+        if unknown:
+            raise ValueError(f"unknown label dimensions: {sorted(unknown)}")
+        merged = {**DEFAULT_BUCKETS, **self.buckets}
+        object.__setattr__(self, "_buckets", {k: Buckets(tuple(v)) for k, v in merged.items()})
+        object.__setattr__(
+            self, "_score_by_app", {k: Buckets(tuple(v)) for k, v in self.score_buckets_by_app.items()}
+        )
+
+    def bucket_set(self, kind: str) -> Buckets:
+        return self._buckets[kind]
+
+    def score_buckets(self, app: str) -> Buckets:
+        """Retrievers score on different scales, so score buckets are per app."""
+        return self._score_by_app.get(app) or self._buckets["score"]
+
+    @property
+    def horizon_buckets(self) -> int:
+        """How many buckets a partition keeps: the longest window plus lateness."""
+        longest = max(seconds for _, seconds in self.windows)
+        return -(-(longest + self.lateness_seconds) // self.bucket_seconds) + 1

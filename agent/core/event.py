@@ -1,0 +1,290 @@
+"""The `retrieval.v1` event: typed model, decoder and privacy guard.
+
+The fast path is one typed msgspec decode that rejects unknown fields. Anything
+that fails it takes the slow path: a generic parse, the privacy guard over every
+hashed field, unknown fields stripped and counted, then the same typed
+conversion, so both paths enforce exactly the same rules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import date, datetime, timezone
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+SCHEMA = "retrieval.v1"
+DEFAULT_MAX_BYTES = 1 << 20
+
+_HASH_PATTERN = r"^[A-Za-z0-9_-]{8,128}$"
+_DATE_PATTERN = (
+    r"^\d{4}-\d{2}-\d{2}"
+    r"([Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2}))?$"
+)
+
+HashToken = Annotated[str, msgspec.Meta(pattern=_HASH_PATTERN)]
+EventId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+AppName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_-]{1,64}$")]
+Label = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
+LanguageTag = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")]
+Ident = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+ShortText = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+Fingerprint = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-fA-F]{1,128}$")]
+DateText = Annotated[str, msgspec.Meta(pattern=_DATE_PATTERN)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+Count = Annotated[int, msgspec.Meta(ge=0)]
+Milliseconds = Annotated[float, msgspec.Meta(ge=0)]
+ResultStatus = Literal["current", "superseded", "draft", "tombstoned", "unknown"]
+
+# Fields that carry producer-side HMACs. A value that looks like raw text in any
+# of them means the producer leaked something: the message is withheld whole.
+HASHED_FIELDS = ("query.id", "query.terms[]", "principal.groups[]", "results[].acl[]")
+_HASH_BOUND = 128
+
+
+class RejectedEvent(ValueError):
+    """A message that cannot become an event; `reason` is its dead-letter reason."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+    @property
+    def kind(self) -> str:
+        """The reason without its `:<path>` suffix, for bounded counting."""
+        return self.reason.split(":", 1)[0]
+
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    pass
+
+
+class Pipeline(_Strict, frozen=True):
+    version: ShortText | None = None
+    retriever: ShortText | None = None
+    reranker: ShortText | None = None
+    embedding_model: ShortText | None = None
+
+
+class Query(_Strict, frozen=True):
+    id: HashToken
+    terms: Annotated[list[HashToken], msgspec.Meta(max_length=64)] = []
+    type: Label | None = None
+    language: LanguageTag | None = None
+
+
+class Principal(_Strict, frozen=True):
+    tenant: ShortText
+    groups: Annotated[list[HashToken], msgspec.Meta(max_length=1024)]
+    claims_present: bool = True
+
+
+class Stages(_Strict, frozen=True):
+    candidates: Count | None = None
+    after_filter: Count | None = None
+    after_rerank: Count | None = None
+    packed: Count | None = None
+
+
+class Filter(_Strict, frozen=True):
+    name: Label
+    status: Literal["applied", "skipped", "error"]
+    removed: Count = 0
+
+
+class Feedback(_Strict, frozen=True):
+    rephrased: bool = False
+    correction: bool = False
+    thumbs: Literal[-1, 0, 1] | None = None
+    cited: Annotated[list[Ident], msgspec.Meta(max_length=1000)] = []
+
+
+class Result(_Strict, dict=True):
+    """One ranked result. `effective_ts`/`expires_ts` hold the parsed dates (epoch s)."""
+
+    chunk_id: Ident
+    parent_id: Ident
+    source: Ident
+    rank: PositiveInt
+    score: float
+    rerank_score: float | None = None
+    pre_rerank_rank: PositiveInt | None = None
+    effective_date: DateText | None = None
+    expires_at: DateText | None = None
+    status: ResultStatus | None = None
+    authority: ShortText | None = None
+    acl: Annotated[list[HashToken], msgspec.Meta(max_length=1024)] = []
+    tenant: ShortText | None = None
+    tokens: Count | None = None
+    fingerprint: Fingerprint | None = None
+    packed: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.score):
+            raise ValueError("score: not a finite number")
+        if self.rerank_score is not None and not math.isfinite(self.rerank_score):
+            raise ValueError("rerank_score: not a finite number")
+        self.effective_ts = _epoch(self.effective_date, "effective_date")
+        self.expires_ts = _epoch(self.expires_at, "expires_at")
+
+
+class Event(_Strict):
+    schema: str
+    event_id: EventId
+    ts: Annotated[datetime, msgspec.Meta(tz=True)]
+    app: AppName
+    query: Query
+    principal: Principal
+    cutoff_k: PositiveInt
+    results: Annotated[list[Result], msgspec.Meta(max_length=1000)]
+    pipeline: Pipeline | None = None
+    stages: Stages | None = None
+    filters: Annotated[list[Filter], msgspec.Meta(max_length=64)] = []
+    latency_ms: Milliseconds | None = None
+    feedback: Feedback | None = None
+
+    def __post_init__(self) -> None:
+        if self.schema != SCHEMA:
+            raise ValueError("schema: unsupported")
+        ranks = {r.rank for r in self.results}
+        if len(ranks) != len(self.results):
+            raise ValueError("results: ranks are not unique")
+        self.results.sort(key=_rank)
+
+
+def _rank(result: Result) -> int:
+    return result.rank
+
+
+def _epoch(text: str | None, field: str) -> float | None:
+    """Parse an RFC 3339 date-time, or a date taken as midnight UTC."""
+    if text is None:
+        return None
+    try:
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text), datetime.min.time(), timezone.utc).timestamp()
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise ValueError(f"{field}: not a valid date") from None
+
+
+_STRICT = msgspec.json.Decoder(Event)
+_AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`")
+
+
+class Decoded(msgspec.Struct):
+    """A decoded event and how many fields the agent ignored in it."""
+
+    event: Event
+    unknown_fields: int = 0
+
+
+def decode(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Decoded:
+    """Decode one message into an event, or raise `RejectedEvent` with one reason."""
+    if len(raw) > max_bytes:
+        raise RejectedEvent("too_large", f"{len(raw)} bytes > {max_bytes}")
+    try:
+        return Decoded(_STRICT.decode(raw))
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    return _decode_slow(raw)
+
+
+def _decode_slow(raw: bytes) -> Decoded:
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise RejectedEvent("invalid_json", type(exc).__name__) from None
+    leaked = privacy_violation(doc)
+    if leaked:
+        raise RejectedEvent("pii_suspected", leaked)
+    if not isinstance(doc, dict):
+        raise RejectedEvent("invalid_field:$", "not an object")
+    if doc.get("schema") != SCHEMA:
+        if isinstance(doc.get("schema"), str):
+            raise RejectedEvent("unsupported_schema", "schema is not retrieval.v1")
+        raise RejectedEvent("invalid_field:schema", "missing or not a string")
+    unknown = _strip_unknown(doc, Event)
+    try:
+        return Decoded(msgspec.convert(doc, Event), unknown)
+    except msgspec.ValidationError as exc:
+        raise RejectedEvent(f"invalid_field:{_path(str(exc))}", str(exc)) from None
+
+
+def _path(message: str) -> str:
+    """Turn msgspec's "... - at `$.a[0]`" plus our "field: ..." into `a[0].field`."""
+    match = _AT.search(message)
+    path = match["path"].lstrip(".") if match else ""
+    head = message[: match.start()] if match else message
+    field, sep, _ = head.partition(": ")
+    if sep and re.fullmatch(r"[a-z_]+", field):
+        path = f"{path}.{field}" if path else field
+    return path or "$"
+
+
+def privacy_violation(doc: Any) -> str:
+    """Name the first hashed field holding text that looks raw, or ''."""
+    if not isinstance(doc, dict):
+        return ""
+    query = doc.get("query") if isinstance(doc.get("query"), dict) else {}
+    principal = doc.get("principal") if isinstance(doc.get("principal"), dict) else {}
+    results = doc.get("results") if isinstance(doc.get("results"), list) else []
+    candidates: list[tuple[str, Any]] = [("query.id", query.get("id"))]
+    candidates += _items("query.terms", query.get("terms"))
+    candidates += _items("principal.groups", principal.get("groups"))
+    for i, result in enumerate(results):
+        if isinstance(result, dict):
+            candidates += _items(f"results[{i}].acl", result.get("acl"))
+    for path, value in candidates:
+        if isinstance(value, str) and _looks_raw(value):
+            return path
+    return ""
+
+
+def _items(path: str, values: Any) -> list[tuple[str, Any]]:
+    if not isinstance(values, list):
+        return []
+    return [(f"{path}[{i}]", v) for i, v in enumerate(values)]
+
+
+def _looks_raw(value: str) -> bool:
+    return len(value) > _HASH_BOUND or "@" in value or any(c.isspace() for c in value)
+
+
+def _strip_unknown(doc: dict, struct: type) -> int:
+    """Remove fields the model does not know, recursively; return how many."""
+    known = set(struct.__struct_fields__)
+    removed = [k for k in doc if k not in known]
+    for key in removed:
+        del doc[key]
+    count = len(removed)
+    for name, child in _CHILDREN.get(struct, {}).items():
+        value = doc.get(name)
+        if isinstance(value, dict):
+            count += _strip_unknown(value, child)
+        elif isinstance(value, list):
+            count += sum(_strip_unknown(v, child) for v in value if isinstance(v, dict))
+    return count
+
+
+_CHILDREN: dict[type, dict[str, type]] = {
+    Event: {
+        "pipeline": Pipeline,
+        "query": Query,
+        "principal": Principal,
+        "stages": Stages,
+        "filters": Filter,
+        "results": Result,
+        "feedback": Feedback,
+    },
+}
+
+
+def encode(event: Event) -> bytes:
+    """Serialize an event back to `retrieval.v1` JSON (tests and the generator)."""
+    return msgspec.json.encode(event)

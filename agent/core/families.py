@@ -1,0 +1,10 @@
+"""The registry of metric families: one module per family, in a fixed order."""
+
+from itertools import chain
+
+from agent.core import access, feedback, filters, freshness, latency, query_mix, rerank, scores, sources, zero_results
+from agent.core.tally import Counter, Histogram
+
+MODULES = (zero_results, scores, freshness, sources, filters, query_mix, access, latency, rerank, feedback)
+OBSERVERS = tuple(module.observe for module in MODULES)
+FAMILIES: tuple[Counter | Histogram, ...] = tuple(chain.from_iterable(m.METRICS for m in MODULES))

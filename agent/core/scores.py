@@ -1,0 +1,23 @@
+"""Score distributions: top-1 score, mean admitted score, top-1/top-2 gap."""
+
+from agent.core.tally import Histogram, Tally
+from agent.core.view import View
+
+METRICS = (
+    Histogram("top1_score", ("app",), "Score of the best-ranked result.", "score"),
+    Histogram("admitted_score", ("app",), "Mean score over the admitted set, per event.", "score"),
+    Histogram("score_gap", ("app",), "Top-1 minus top-2 score.", "gap"),
+)
+
+
+def observe(view: View, tally: Tally) -> None:
+    results, app = view.event.results, view.app
+    if not results:
+        return
+    buckets = view.config.score_buckets(app)
+    buckets.observe(tally, "top1_score", app, results[0].score)
+    if len(results) > 1:
+        view.config.bucket_set("gap").observe(tally, "score_gap", app, results[0].score - results[1].score)
+    admitted = view.admitted
+    if admitted:
+        buckets.observe(tally, "admitted_score", app, sum(r.score for r in admitted) / len(admitted))

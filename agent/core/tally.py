@@ -1,0 +1,91 @@
+"""Tallies: the one additive data shape every metric family writes into.
+
+A tally maps a key `(name, *label_values)` to a number. Tallies add, so
+minute buckets sum into windows, partitions into a replica, and replicas in
+PromQL. Histograms are three keys per label set: `<name>_bucket` with an `le`
+label (not cumulative), `<name>_sum` and `<name>_count`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+Key = tuple[str, ...]
+Tally = dict[Key, float]
+
+
+@dataclass(frozen=True)
+class Counter:
+    name: str
+    labels: tuple[str, ...]
+    help: str
+
+
+@dataclass(frozen=True)
+class Histogram:
+    name: str
+    labels: tuple[str, ...]
+    help: str
+    buckets: str  # which configured bucket set (see CoreConfig.buckets)
+
+
+Family = Counter | Histogram
+
+
+def add(into: Tally, other: Mapping[Key, float]) -> Tally:
+    """Add `other` into `into` in place and return it."""
+    for key, value in other.items():
+        into[key] = into.get(key, 0) + value
+    return into
+
+
+def total(tallies: Iterable[Mapping[Key, float]]) -> Tally:
+    """Sum tallies in the order given (order fixes float rounding)."""
+    out: Tally = {}
+    for tally in tallies:
+        add(out, tally)
+    return out
+
+
+def subtract(a: Mapping[Key, float], b: Mapping[Key, float]) -> Tally:
+    """`a - b`, dropping keys that come out zero."""
+    out = {k: v - b.get(k, 0) for k, v in a.items()}
+    return {k: v for k, v in out.items() if v != 0}
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """Histogram upper bounds with their `le` label strings precomputed."""
+
+    bounds: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if list(self.bounds) != sorted(set(self.bounds)):
+            raise ValueError(f"bucket bounds must be strictly increasing: {self.bounds}")
+        labels = tuple(_le(b) for b in self.bounds) + ("+Inf",)
+        object.__setattr__(self, "labels", labels)
+
+    def observe(self, tally: Tally, name: str, label: str, value: float) -> None:
+        le = self.labels[bisect_left(self.bounds, value)]
+        inc(tally, (name + "_bucket", label, le), 1)
+        inc(tally, (name + "_count", label), 1)
+        inc(tally, (name + "_sum", label), value)
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def inc(tally: Tally, key: Key, value: float = 1) -> None:
+    tally[key] = tally.get(key, 0) + value
+
+
+def to_items(tally: Mapping[Key, float]) -> list[list]:
+    """JSON-friendly form: `[[key...], value]` pairs in sorted key order."""
+    return [[list(k), v] for k, v in sorted(tally.items())]
+
+
+def from_items(items: Iterable[list]) -> Tally:
+    return {tuple(k): v for k, v in items}

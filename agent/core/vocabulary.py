@@ -1,0 +1,57 @@
+"""A bounded query-term vocabulary: a Bloom filter over hashed terms.
+
+Memory is fixed by configuration (`bits`). The price is a small false-"seen"
+rate, so the new-term rate reads slightly low: about 0.8 % of new terms are
+missed once the filter holds 100k distinct terms at 2^20 bits and 7 hashes,
+and the error grows as (1 - e^(-kn/m))^k beyond that.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from hashlib import blake2b
+
+
+class Vocabulary:
+    __slots__ = ("bits", "hashes", "_array", "frozen")
+
+    def __init__(self, bits: int = 1 << 20, hashes: int = 7, array: bytes | None = None, frozen: bool = False):
+        if bits < 8 or bits % 8:
+            raise ValueError("vocabulary bits must be a positive multiple of 8")
+        self.bits = bits
+        self.hashes = hashes
+        self._array = bytearray(array) if array is not None else bytearray(bits // 8)
+        self.frozen = frozen
+
+    def _positions(self, term: str) -> list[int]:
+        digest = blake2b(term.encode(), digest_size=16).digest()
+        h1 = int.from_bytes(digest[:8], "little")
+        h2 = int.from_bytes(digest[8:], "little") | 1
+        return [(h1 + i * h2) % self.bits for i in range(self.hashes)]
+
+    def __contains__(self, term: str) -> bool:
+        array = self._array
+        return all(array[p >> 3] & (1 << (p & 7)) for p in self._positions(term))
+
+    def add(self, term: str) -> bool:
+        """Record a term; return True when it was new. A frozen vocabulary only looks."""
+        positions = self._positions(term)
+        array = self._array
+        new = not all(array[p >> 3] & (1 << (p & 7)) for p in positions)
+        if new and not self.frozen:
+            for p in positions:
+                array[p >> 3] |= 1 << (p & 7)
+        return new
+
+    def to_dict(self) -> dict:
+        return {
+            "bits": self.bits,
+            "hashes": self.hashes,
+            "frozen": self.frozen,
+            "array": base64.b64encode(zlib.compress(bytes(self._array))).decode(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Vocabulary:
+        return cls(data["bits"], data["hashes"], zlib.decompress(base64.b64decode(data["array"])), data["frozen"])
