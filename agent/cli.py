@@ -55,7 +55,67 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--format", choices=("table", "json"), default="table")
     rep.add_argument("--max-bytes", type=int, default=1 << 20, help="messages above this size are too_large")
     rep.set_defaults(handler=_replay)
+
+    run = commands.add_parser("run", help="run the agent: consume retrieval.v1 from Kafka and expose metrics")
+    run.add_argument("--config", metavar="FILE", help="YAML configuration (RAGDRIFT_* variables override it)")
+    run.set_defaults(handler=_run)
+
+    check = commands.add_parser("check-config", help="validate a configuration file and print the result")
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--format", choices=("table", "json"), default="table")
+    check.set_defaults(handler=_check_config)
+
+    demo = commands.add_parser("demo", help="embedded broker, live traffic with incidents, and the agent")
+    demo.add_argument("--rate", type=float, default=50.0, help="events per second")
+    demo.add_argument("--port", type=int, default=9108, help="metrics port (0 picks a free one)")
+    demo.add_argument("--minutes", type=float, default=0, help="stop after this many minutes (0: until Ctrl-C)")
+    demo.add_argument("--seed", type=int, default=1)
+    demo.set_defaults(handler=_demo)
     return parser
+
+
+def _settings(path: str | None):
+    from agent.io.settings import ConfigError, load
+
+    try:
+        return load(path)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from agent.io import logs
+    from agent.runner import serve
+
+    settings = _settings(args.config)
+    logs.setup(settings.logging.format, settings.logging.level)
+    return serve(settings)
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    settings = _settings(args.file)
+    doc = dataclasses.asdict(settings)
+    doc["kafka"]["client"] = {k: ("***" if _secret(k) else v) for k, v in doc["kafka"]["client"].items()}
+    if args.format == "json":
+        print(json.dumps(doc, sort_keys=True))
+    else:
+        print(f"{args.file}: ok")
+        for section, values in doc.items():
+            for key, value in values.items():
+                print(f"  {section}.{key} = {value}")
+    return 0
+
+
+def _secret(key: str) -> bool:
+    return any(word in key for word in ("password", "secret", "token", "key"))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from agent.demo import Demo
+
+    return Demo(rate=args.rate, port=args.port, minutes=args.minutes, seed=args.seed).run()
 
 
 def _timestamp(text: str) -> datetime:

@@ -3,8 +3,12 @@
 from itertools import chain
 
 from agent.core import access, feedback, filters, freshness, latency, query_mix, rerank, scores, sources, zero_results
-from agent.core.tally import Counter, Histogram
+from agent.core.tally import Counter, Family
 
 MODULES = (zero_results, scores, freshness, sources, filters, query_mix, access, latency, rerank, feedback)
 OBSERVERS = tuple(module.observe for module in MODULES)
-FAMILIES: tuple[Counter | Histogram, ...] = tuple(chain.from_iterable(m.METRICS for m in MODULES))
+BOOKKEEPING = (
+    Counter("late_events", (), "Events older than the allowed lateness: in totals, not in windows.", windowed=False),
+    Counter("unknown_fields", (), "Fields the agent ignored.", windowed=False),
+)
+FAMILIES: tuple[Family, ...] = tuple(chain.from_iterable(m.METRICS for m in MODULES)) + BOOKKEEPING

@@ -21,6 +21,7 @@ class Counter:
     name: str
     labels: tuple[str, ...]
     help: str
+    windowed: bool = True  # False: bookkeeping that never lands in a window
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,120 @@
+"""`ragdrift demo`: an embedded broker, live traffic with incidents, and the agent.
+
+Everything runs in this process or as its child (the tansu broker), and
+Ctrl-C stops all of it, leaving no process behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+
+from agent import synth
+from agent.io import logs
+from agent.io.embedded import Tansu
+from agent.io.settings import KafkaSettings, LogSettings, MetricsSettings, Settings, StoreSettings
+from agent.runner import build
+
+TOPIC = "retrieval.v1"
+DLQ = "retrieval.v1.dlq"
+# A leak, a stale spike and a score drift, minutes after the start.
+SCHEDULE = ("leak@2", "stale@5", "score-drift@8")
+
+
+class Demo:
+    def __init__(self, rate: float = 50.0, port: int = 9108, minutes: float = 0, seed: int = 1, out=sys.stdout):
+        self.rate = rate
+        self.port = port
+        self.minutes = minutes
+        self.seed = seed
+        self.out = out
+        self.stop = threading.Event()
+        self.sent = 0
+
+    def run(self) -> int:
+        logs.setup("auto", "WARNING")
+        workdir = tempfile.mkdtemp(prefix="ragdrift-demo-")
+        broker = Tansu().start()
+        running = None
+        threads: list[threading.Thread] = []
+        try:
+            broker.create_topic(TOPIC, 3)
+            broker.create_topic(DLQ, 1)
+            settings = Settings(
+                kafka=KafkaSettings(bootstrap_servers=broker.bootstrap, topics=[TOPIC], dead_letter_topic=DLQ,
+                                    group_id="ragdrift-demo", session_timeout_ms=6000, heartbeat_interval_ms=1000),
+                store=StoreSettings(url=f"sqlite:///{workdir}/state.db"),
+                metrics=MetricsSettings(address="127.0.0.1", port=self.port),
+                logging=LogSettings(format="auto", level="WARNING"),
+            )
+            running = build(settings)
+            threads = [
+                threading.Thread(target=running.agent.run, name="agent", daemon=True),
+                threading.Thread(target=self._traffic, args=(broker.bootstrap,), name="traffic", daemon=True),
+            ]
+            for thread in threads:
+                thread.start()
+            print(f"ragdrift demo: metrics at http://127.0.0.1:{running.server.port}/metrics", file=self.out)
+            print(f"incidents: {', '.join(SCHEDULE)} (minutes from now); Ctrl-C stops", file=self.out)
+            self._watch(running.agent)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop.set()
+            if running is not None:
+                running.agent.stop()
+            for thread in threads:
+                thread.join(timeout=15)
+            if running is not None:
+                running.close()
+            broker.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        print("\nragdrift demo: stopped", file=self.out)
+        return 0
+
+    def _traffic(self, bootstrap: str) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+        incidents = [synth.parse_incident(text) for text in SCHEDULE]
+        lines = synth.generate(10**9, self.seed, datetime.now(timezone.utc), self.rate, incidents, invalid_rate=0.002)
+        started = time.monotonic()
+        try:
+            for i, line in enumerate(lines):
+                delay = started + i / self.rate - time.monotonic()
+                if delay > 0 and self.stop.wait(delay):
+                    break
+                if self.stop.is_set():
+                    break
+                producer.send(TOPIC, line)
+                self.sent += 1
+        finally:
+            producer.close(timeout=5)
+
+    def _watch(self, agent) -> None:
+        deadline = time.monotonic() + self.minutes * 60 if self.minutes else float("inf")
+        tty = self.out.isatty()
+        while not self.stop.wait(2.0):
+            line = _status(agent.collector.snapshot, self.sent)
+            print(("\r" + line) if tty else line, end="" if tty else "\n", file=self.out, flush=True)
+            if time.monotonic() >= deadline:
+                return
+
+
+def _status(snapshot, sent: int) -> str:
+    def total(name: str) -> int:
+        return int(sum(v for k, v in snapshot.counters.items() if k[0] == name))
+
+    window = snapshot.windows.get("5m", {})
+    events = sum(v for k, v in window.items() if k[0] == "retrievals")
+    zero = sum(v for k, v in window.items() if k[0] == "zero_result_retrievals")
+    zero_rate = f"{zero / events:.1%}" if events else "-"
+    return (
+        f"sent {sent}  processed {total('retrievals')}  dead-lettered {sum(snapshot.rejected.values())}  "
+        f"zero-result(5m) {zero_rate}  unauthorized {total('unauthorized_results')}  "
+        f"stale {total('stale_results')}  lag {sum(snapshot.lag.values())}   "
+    )

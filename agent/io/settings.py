@@ -1,0 +1,223 @@
+"""Agent configuration: one YAML file plus `RAGDRIFT_...` environment overrides.
+
+Every key is validated at start-up, and an error names the bad key by its
+dotted path. Environment variables address nested keys with a double
+underscore: `RAGDRIFT_KAFKA__BOOTSTRAP_SERVERS=broker:9092`. Secrets never sit
+in the file: any `kafka.client` key may instead be given as `<key>_file`
+(a path whose content is read) or through the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.core.config import LABEL_DIMENSIONS, CoreConfig
+
+ENV_PREFIX = "RAGDRIFT_"
+
+
+class ConfigError(ValueError):
+    """A configuration problem, naming the key."""
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    bootstrap_servers: str = "localhost:9092"
+    topics: list[str] = field(default_factory=lambda: ["retrieval.v1"])
+    group_id: str = "ragdrift"
+    dead_letter_topic: str = "retrieval.v1.dlq"
+    auto_offset_reset: str = "earliest"
+    max_message_bytes: int = 1 << 20
+    poll_timeout_ms: int = 500
+    max_poll_records: int = 2000
+    session_timeout_ms: int = 10000
+    heartbeat_interval_ms: int = 3000
+    # Passed through to kafka-python's consumer and producer as they are:
+    # security_protocol, sasl_mechanism, sasl_plain_username, ssl_cafile, ...
+    client: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    url: str = "sqlite:///ragdrift-state.db"
+    schema: str | None = None
+    checkpoint_interval_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    cert_file: str | None = None
+    key_file: str | None = None
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    address: str = "0.0.0.0"
+    port: int = 9108
+    top_n: int = 50
+    snapshot_interval_seconds: float = 1.0
+    ready_max_lag: int = 100000
+    stalled_after_seconds: float = 60.0
+    score_buckets: dict[str, list[float]] = field(default_factory=dict)
+    tls: TlsSettings = field(default_factory=TlsSettings)
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    windows: dict[str, int] = field(default_factory=lambda: {"5m": 300, "1h": 3600, "24h": 86400})
+    lateness_seconds: int = 300
+    max_label_values: int = 200
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    vocabulary_bits: int = 1 << 20
+    vocabulary_hashes: int = 7
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    format: str = "auto"  # auto: readable on a terminal, JSON otherwise
+    level: str = "INFO"
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    windows: WindowSettings = field(default_factory=WindowSettings)
+    logging: LogSettings = field(default_factory=LogSettings)
+
+    def core(self) -> CoreConfig:
+        """The slice of the settings the pure core sees."""
+        w = self.windows
+        by_app = {k: tuple(v) for k, v in self.metrics.score_buckets.items() if k != "default"}
+        buckets = {"score": tuple(self.metrics.score_buckets["default"])} if "default" in self.metrics.score_buckets else {}
+        return CoreConfig(
+            windows=tuple(w.windows.items()),
+            lateness_seconds=w.lateness_seconds,
+            label_values={k: tuple(v) for k, v in w.labels.items()},
+            max_label_values=w.max_label_values,
+            buckets=buckets,
+            score_buckets_by_app=by_app,
+            vocabulary_bits=w.vocabulary_bits,
+            vocabulary_hashes=w.vocabulary_hashes,
+        )
+
+
+def load(path: str | os.PathLike | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Read, override from the environment, resolve secret files, validate."""
+    raw: dict = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        try:
+            raw = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config file {path}: top level must be a mapping")
+    _apply_env(raw, os.environ if environ is None else environ)
+    client = raw.get("kafka", {}).get("client") if isinstance(raw.get("kafka"), dict) else None
+    if isinstance(client, dict):
+        _read_secret_files(client)
+    settings = _build(Settings, raw, "")
+    _check(settings)
+    return settings
+
+
+def _apply_env(raw: dict, environ: typing.Mapping[str, str]) -> None:
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name.startswith(ENV_PREFIX + "_"):
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
+        node = raw
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{name}: {'.'.join(path)} does not name a nested key")
+        node[path[-1]] = yaml.safe_load(value) if value else value
+
+
+def _read_secret_files(client: dict) -> None:
+    for key in [k for k in client if k.endswith("_file") and k != "ssl_cafile"]:
+        target = key[: -len("_file")]
+        try:
+            client[target] = Path(client.pop(key)).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"kafka.client.{key}: cannot read secret file: {exc.strerror}") from None
+
+
+def _build(cls: type, raw: Any, where: str):
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where or 'config'}: expected a mapping")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        key = f"{where}.{unknown[0]}" if where else unknown[0]
+        raise ConfigError(f"{key}: unknown key (known: {', '.join(sorted(fields))})")
+    hints = typing.get_type_hints(cls)
+    values = {name: _coerce(hints[name], raw[name], f"{where}.{name}" if where else name) for name in raw}
+    return cls(**values)
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        return _coerce(next(a for a in args if a is not type(None)), value, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list")
+        return [_coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping")
+        return {str(k): _coerce(args[1], v, f"{where}.{k}") for k, v in value.items()}
+    if hint is Any:
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+        raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check(s: Settings) -> None:
+    def need(ok: bool, key: str, why: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}: {why}")
+
+    need(bool(s.kafka.topics), "kafka.topics", "at least one topic is required")
+    need(s.kafka.dead_letter_topic not in s.kafka.topics, "kafka.dead_letter_topic", "must differ from the topics consumed")
+    need(s.kafka.auto_offset_reset in ("earliest", "latest"), "kafka.auto_offset_reset", "must be earliest or latest")
+    need(s.kafka.max_message_bytes > 0, "kafka.max_message_bytes", "must be > 0")
+    need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")
+    need(s.store.url.split(":", 1)[0].split("+")[0] in ("sqlite", "postgresql"), "store.url", "must be sqlite:///... or postgresql://...")
+    need(0 < s.metrics.port < 65536, "metrics.port", "must be a TCP port")
+    need(s.metrics.top_n >= 1, "metrics.top_n", "must be >= 1")
+    need((s.metrics.tls.cert_file is None) == (s.metrics.tls.key_file is None), "metrics.tls", "cert_file and key_file go together")
+    need(s.logging.format in ("auto", "json", "text"), "logging.format", "must be auto, json or text")
+    need(s.logging.level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "logging.level", "must be DEBUG, INFO, WARNING or ERROR")
+    for dim in s.windows.labels:
+        need(dim in LABEL_DIMENSIONS, f"windows.labels.{dim}", f"unknown label dimension (known: {', '.join(LABEL_DIMENSIONS)})")
+    for app, bounds in s.metrics.score_buckets.items():
+        need(bounds == sorted(set(bounds)), f"metrics.score_buckets.{app}", "bounds must be strictly increasing")
+    try:
+        s.core()
+    except ValueError as exc:
+        raise ConfigError(f"windows: {exc}") from None

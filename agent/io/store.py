@@ -1,0 +1,119 @@
+"""Checkpoint store: each partition's state and next offset, written together.
+
+SQLAlchemy 2 Core over SQLite (one replica, the default) or PostgreSQL
+(several replicas). One transaction writes every owned partition, so a
+checkpoint is all or nothing; the stored offset, not Kafka's committed one, is
+where a partition resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import orjson
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    select,
+    text,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+
+class StoreError(RuntimeError):
+    """The store could not be read or written."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    topic: str
+    partition: int
+    next_offset: int
+    state: dict
+
+
+class Store:
+    def __init__(self, url: str, schema: str | None = None):
+        self.url = url
+        self.metadata = MetaData(schema=schema)
+        self.checkpoints = Table(
+            "ragdrift_checkpoints",
+            self.metadata,
+            Column("group_id", String(255), primary_key=True),
+            Column("topic", String(255), primary_key=True),
+            Column("partition", Integer, primary_key=True),
+            Column("next_offset", BigInteger, nullable=False),
+            Column("state", LargeBinary, nullable=False),
+            Column("updated_at", Float, nullable=False),
+        )
+        try:
+            self.engine = create_engine(url, pool_pre_ping=True)
+            self.metadata.create_all(self.engine)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open store {self.engine_url()}: {exc.__class__.__name__}") from exc
+        self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+
+    def engine_url(self) -> str:
+        """The URL with any password hidden, for logs."""
+        return self.url.split("@", 1)[-1] if "@" in self.url else self.url
+
+    def save(self, group_id: str, checkpoints: list[Checkpoint]) -> None:
+        """Write all checkpoints in one transaction."""
+        if not checkpoints:
+            return
+        now = time.time()
+        rows = [
+            {
+                "group_id": group_id,
+                "topic": c.topic,
+                "partition": c.partition,
+                "next_offset": c.next_offset,
+                "state": orjson.dumps(c.state),
+                "updated_at": now,
+            }
+            for c in checkpoints
+        ]
+        stmt = self._insert(self.checkpoints)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["group_id", "topic", "partition"],
+            set_={"next_offset": stmt.excluded.next_offset, "state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at},
+        )
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(stmt, rows)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"checkpoint failed: {exc.__class__.__name__}: {exc}") from exc
+
+    def load(self, group_id: str, topic: str, partition: int) -> Checkpoint | None:
+        c = self.checkpoints.c
+        query = select(c.next_offset, c.state).where(
+            c.group_id == group_id, c.topic == topic, c.partition == partition
+        )
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(query).first()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot load checkpoint: {exc.__class__.__name__}: {exc}") from exc
+        if row is None:
+            return None
+        return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state))
+
+    def ping(self) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return True
+        except SQLAlchemyError:
+            return False
+
+    def close(self) -> None:
+        self.engine.dispose()
