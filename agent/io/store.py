@@ -86,6 +86,9 @@ class Store:
         stmt = stmt.on_conflict_do_update(
             index_elements=["group_id", "topic", "partition"],
             set_={"next_offset": stmt.excluded.next_offset, "state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at},
+            # Never move a partition backwards: a replica that lost its
+            # partitions without noticing cannot undo its successor's work.
+            where=self.checkpoints.c.next_offset <= stmt.excluded.next_offset,
         )
         try:
             with self.engine.begin() as conn:
