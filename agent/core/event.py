@@ -9,7 +9,6 @@ conversion, so both paths enforce exactly the same rules.
 from __future__ import annotations
 
 import json
-import math
 import re
 from datetime import date, datetime, timezone
 from typing import Annotated, Any, Literal
@@ -30,13 +29,17 @@ EventId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
 AppName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_-]{1,64}$")]
 Label = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 LanguageTag = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")]
-Ident = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
-ShortText = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+# Free text fields exclude control characters and lone surrogates: they end up
+# in labels, logs and checkpoints, which must stay valid UTF-8.
+Ident = Annotated[str, msgspec.Meta(pattern=r"^[^\x00-\x1f\x7f\ud800-\udfff]{1,256}$")]
+ShortText = Annotated[str, msgspec.Meta(pattern=r"^[^\x00-\x1f\x7f\ud800-\udfff]{1,128}$")]
+# Bounded so that sums over a partition's lifetime stay finite.
+Score = Annotated[float, msgspec.Meta(ge=-1e12, le=1e12)]
 Fingerprint = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-fA-F]{1,128}$")]
 DateText = Annotated[str, msgspec.Meta(pattern=_DATE_PATTERN)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 Count = Annotated[int, msgspec.Meta(ge=0)]
-Milliseconds = Annotated[float, msgspec.Meta(ge=0)]
+Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
 ResultStatus = Literal["current", "superseded", "draft", "tombstoned", "unknown"]
 
 # Fields that carry producer-side HMACs. A value that looks like raw text in any
@@ -110,8 +113,8 @@ class Result(_Strict, dict=True):
     parent_id: Ident
     source: Ident
     rank: PositiveInt
-    score: float
-    rerank_score: float | None = None
+    score: Score
+    rerank_score: Score | None = None
     pre_rerank_rank: PositiveInt | None = None
     effective_date: DateText | None = None
     expires_at: DateText | None = None
@@ -124,10 +127,6 @@ class Result(_Strict, dict=True):
     packed: bool | None = None
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.score):
-            raise ValueError("score: not a finite number")
-        if self.rerank_score is not None and not math.isfinite(self.rerank_score):
-            raise ValueError("rerank_score: not a finite number")
         self.effective_ts = _epoch(self.effective_date, "effective_date")
         self.expires_ts = _epoch(self.expires_at, "expires_at")
 
@@ -167,7 +166,7 @@ def _epoch(text: str | None, field: str) -> float | None:
     try:
         if len(text) == 10:
             return datetime.combine(date.fromisoformat(text), datetime.min.time(), timezone.utc).timestamp()
-        return datetime.fromisoformat(text).timestamp()
+        return datetime.fromisoformat(text.upper()).timestamp()  # 3.11 refuses "t" and "z"
     except ValueError:
         raise ValueError(f"{field}: not a valid date") from None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from agent.core.sources import concentration
@@ -10,15 +11,16 @@ from agent.core.tally import Tally
 
 def _by(tally: Tally, name: str, position: int) -> dict[str, float]:
     """Sum a family over every label except the one at `position`."""
-    out: dict[str, float] = defaultdict(float)
+    parts: dict[str, list[float]] = defaultdict(list)
     for key, value in tally.items():
         if key[0] == name:
-            out[key[position]] += value
-    return dict(out)
+            parts[key[position]].append(value)
+    return {label: math.fsum(values) for label, values in parts.items()}
 
 
 def _sum(tally: Tally, name: str) -> float:
-    return sum(v for k, v in tally.items() if k[0] == name)
+    """Exact float sum, so the summary does not depend on key order."""
+    return math.fsum(v for k, v in tally.items() if k[0] == name)
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:
@@ -32,7 +34,8 @@ def _mean(tally: Tally, histogram: str) -> float | None:
 def summarize(totals: Tally, rejected: dict[str, int]) -> dict:
     """Every figure over the whole input, by DESIGN.md's definitions; None when undefined."""
     processed = _sum(totals, "retrievals")
-    hhi, top_share = concentration(_by(totals, "admitted_results", 2))
+    by_source = _by(totals, "admitted_results", 2)
+    hhi, top_share = concentration(by_source) if any(by_source.values()) else (None, None)
     type_counts = _by(totals, "query_type_retrievals", 2)
     filters: dict[str, dict[str, int]] = {}
     for key, value in totals.items():
@@ -55,8 +58,8 @@ def summarize(totals: Tally, rejected: dict[str, int]) -> dict:
         "stale_conflict_events": int(_sum(totals, "stale_conflict_retrievals")),
         "not_yet_effective_results": int(_sum(totals, "not_yet_effective_results")),
         "admitted_results": int(_sum(totals, "admitted_results")),
-        "source_hhi": hhi if processed else None,
-        "top_source_share": top_share if processed else None,
+        "source_hhi": hhi,
+        "top_source_share": top_share,
         "mean_top1_score": _mean(totals, "top1_score"),
         "mean_admitted_score": _mean(totals, "admitted_score"),
         "mean_score_gap": _mean(totals, "score_gap"),
