@@ -295,7 +295,7 @@ class Running:
 
 def build(settings: Settings, tracer_provider=None) -> Running:
     """Wire store, collector, tracer and the metrics endpoint around an agent."""
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry, ProcessCollector
 
     from agent.io.exporter import MetricsServer
     from agent.io.tracing import provider
@@ -305,6 +305,7 @@ def build(settings: Settings, tracer_provider=None) -> Running:
     collector = RagdriftCollector(settings.core(), settings.metrics.top_n)
     registry = CollectorRegistry()
     registry.register(collector)
+    ProcessCollector(registry=registry)  # process_start_time_seconds marks restarts for the rules
     agent = Agent(settings, store, collector, tracer_provider.get_tracer("ragdrift"))
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)

@@ -68,6 +68,8 @@ class RagdriftCollector:
         self.clock = clock
         self.snapshot = Snapshot()
         self._families = {f.name: f for f in FAMILIES}
+        self._kept: dict[str, set[str]] = {dim: {OTHER} for dim in VOLUME}
+        self._lock = threading.Lock()
 
     def publish(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -87,6 +89,8 @@ class RagdriftCollector:
         yield from self._window_gauges(windows)
 
     def _top_values(self, counters: Tally) -> dict[str, set[str]]:
+        """Label values to show: sticky for the process, so a counter series
+        never moves into `other` and back (which would read as a reset)."""
         volume: dict[str, dict[str, float]] = {dim: defaultdict(float) for dim in VOLUME}
         for key, value in counters.items():
             family = self._families.get(key[0])
@@ -95,9 +99,14 @@ class RagdriftCollector:
             for position, dim in enumerate(family.labels, start=1):
                 if VOLUME.get(dim) == key[0]:
                     volume[dim][key[position]] += value
-        return {
-            dim: set(sorted(values, key=lambda v: (-values[v], v))[: self.top_n]) for dim, values in volume.items()
-        }
+        with self._lock:
+            for dim, values in volume.items():
+                kept = self._kept[dim]
+                for value in sorted(values, key=lambda v: (-values[v], v)):
+                    if len(kept) >= self.top_n:
+                        break
+                    kept.add(value)
+            return {dim: set(kept) for dim, kept in self._kept.items()}
 
     def _fold(self, tally: Tally, keep: dict[str, set[str]]) -> Tally:
         out: Tally = defaultdict(float)

@@ -1,0 +1,264 @@
+"""Check rules/ with the real tools: promtool, amtool and Alertmanager.
+
+The structural tests need only PyYAML. The others run the Debian binaries
+(`prometheus`, `prometheus-alertmanager`); a missing binary fails the test
+when CI=true and skips it elsewhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES_DIR = ROOT / "rules"
+RULE_FILES = sorted(RULES_DIR.glob("*.rules.yaml"))
+RULE_TESTS = sorted((RULES_DIR / "tests").glob("*.test.yaml"))
+AM_CONFIG = RULES_DIR / "alertmanager.example.yaml"
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
+RUNBOOK_BASE = "https://github.com/ragdrift/ragdrift/blob/main/docs/runbooks.md"
+
+# The alert contract: name -> severity.
+ALERTS = {
+    "RagdriftUnauthorizedRetrieval": "page",
+    "RagdriftUnauthorizedRisk": "page",
+    "RagdriftStaleConflict": "page",
+    "RagdriftStaleRetrieval": "ticket",
+    "RagdriftZeroResultRateHigh": "ticket",
+    "RagdriftFilterErrors": "ticket",
+    "RagdriftAgentDown": "page",
+    "RagdriftConsumerLagHigh": "ticket",
+    "RagdriftCheckpointStale": "ticket",
+    "RagdriftDeadLetters": "ticket",
+    "RagdriftWatchdog": "none",
+}
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+def _binary(name: str) -> str:
+    """Path of a required binary; fail in CI, skip locally when missing."""
+    path = shutil.which(name) or next(
+        (p for p in (f"/usr/bin/{name}", f"/usr/local/bin/{name}") if os.access(p, os.X_OK)),
+        None,
+    )
+    if path:
+        return path
+    message = f"{name} not found (Debian packages prometheus, prometheus-alertmanager)"
+    if _in_ci():
+        pytest.fail(message + "; CI=true, so this is a failure, not a skip", pytrace=False)
+    pytest.skip(message)
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess:
+    """Run a tool from the repository root; fail with its output if non-zero."""
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(cmd)} exited with {proc.returncode}\n"
+            f"--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}",
+            pytrace=False,
+        )
+    return proc
+
+
+def _groups() -> list[dict]:
+    groups: list[dict] = []
+    for path in RULE_FILES:
+        groups += yaml.safe_load(path.read_text())["groups"]
+    return groups
+
+
+def _alerts() -> dict[str, dict]:
+    return {r["alert"]: r for g in _groups() for r in g["rules"] if "alert" in r}
+
+
+def _records() -> list[str]:
+    return [r["record"] for g in _groups() for r in g["rules"] if "record" in r]
+
+
+def _tests() -> list[dict]:
+    return [t for path in RULE_TESTS for t in yaml.safe_load(path.read_text())["tests"]]
+
+
+# ---------------------------------------------------------------------------
+# structure (no binaries)
+
+
+def test_rule_files_exist():
+    assert RULE_FILES, f"no *.rules.yaml under {RULES_DIR}"
+    assert AM_CONFIG.is_file()
+
+
+def test_alert_names_and_severities_match_the_contract():
+    assert {n: r["labels"]["severity"] for n, r in _alerts().items()} == ALERTS
+
+
+@pytest.mark.parametrize("name", sorted(ALERTS))
+def test_alert_annotations(name):
+    rule = _alerts()[name]
+    annotations = rule["annotations"]
+    assert set(annotations) >= {"summary", "description", "runbook_url"}
+    assert "{{" in annotations["description"], "description must template a value"
+    assert annotations["runbook_url"] == f"{RUNBOOK_BASE}#{name.lower()}"
+
+
+@pytest.mark.parametrize("name", sorted(ALERTS))
+def test_every_alert_has_a_runbook_section(name):
+    headings = re.findall(r"^#{2,3} (\S+)\s*$", RUNBOOKS.read_text(), re.MULTILINE)
+    assert name in headings, f"docs/runbooks.md needs a '## {name}' section"
+
+
+def test_immediate_pages_have_no_pending_time():
+    for name in ("RagdriftUnauthorizedRetrieval", "RagdriftUnauthorizedRisk",
+                 "RagdriftStaleConflict"):
+        assert _alerts()[name].get("for", "0m") in ("0m", "0s"), name
+
+
+def test_recording_rules_follow_level_metric_operations():
+    pattern = re.compile(r"^[a-z_]+:ragdrift_[a-z0-9_]+:[a-z0-9_]+$")
+    bad = [r for r in _records() if not pattern.match(r)]
+    assert not bad, bad
+
+
+def test_one_test_file_per_rule_group():
+    groups = {g["name"] for g in _groups()}
+    files = {p.name.removesuffix(".test.yaml") for p in RULE_TESTS}
+    assert groups == files
+
+
+def test_every_alert_and_recording_rule_is_unit_tested():
+    tests = _tests()
+    firing, quiet = set(), set()
+    for t in tests:
+        for case in t.get("alert_rule_test", []):
+            (firing if case.get("exp_alerts") else quiet).add(case["alertname"])
+    exprs = " ".join(c["expr"] for t in tests for c in t.get("promql_expr_test", []))
+    assert set(ALERTS) - firing == set(), "alerts never seen firing"
+    assert set(ALERTS) - {"RagdriftWatchdog"} - quiet == set(), "alerts never seen quiet"
+    assert [r for r in _records() if r not in exprs] == []
+
+
+def test_a_missing_binary_fails_in_ci_and_skips_elsewhere(monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception):
+        _binary("ragdrift-no-such-tool")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _binary("ragdrift-no-such-tool")
+
+
+# ---------------------------------------------------------------------------
+# the real tools
+
+
+@pytest.mark.prometheus
+def test_promtool_check_rules():
+    _run(_binary("promtool"), "check", "rules", *map(str, RULE_FILES))
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize("path", RULE_TESTS, ids=lambda p: p.name)
+def test_promtool_test_rules(path):
+    _run(_binary("promtool"), "test", "rules", str(path))
+
+
+@pytest.mark.prometheus
+def test_amtool_check_config():
+    _run(_binary("amtool"), "check-config", str(AM_CONFIG))
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize(
+    ("labels", "receiver"),
+    [
+        ({"alertname": "RagdriftUnauthorizedRetrieval", "severity": "page", "app": "hr"},
+         "ragdrift-page"),
+        ({"alertname": "RagdriftAgentDown", "severity": "page", "instance": "a:9108"},
+         "ragdrift-page"),
+        ({"alertname": "RagdriftStaleRetrieval", "severity": "ticket", "app": "hr"},
+         "ragdrift-ticket"),
+        ({"alertname": "RagdriftWatchdog", "severity": "none"}, "ragdrift-heartbeat"),
+        ({"alertname": "SomethingElse", "severity": "warning"}, "ragdrift-ticket"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v["alertname"],
+)
+def test_alertmanager_routes(labels, receiver):
+    _run(_binary("amtool"), "config", "routes", "test", f"--config.file={AM_CONFIG}",
+         f"--verify.receivers={receiver}", *(f"{k}={v}" for k, v in labels.items()))
+
+
+@pytest.mark.prometheus
+def test_agent_down_inhibits_per_replica_alerts_in_a_real_alertmanager():
+    """amtool cannot evaluate inhibit rules, so ask a running Alertmanager."""
+    _binary("prometheus-alertmanager")
+    from tests.services import Alertmanager, WebhookReceiver, wait_until
+
+    config = yaml.safe_load(AM_CONFIG.read_text())
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def alert(**labels):
+        return {
+            "labels": labels,
+            "annotations": {"summary": "test"},
+            "startsAt": now.isoformat(),
+            "endsAt": (now + dt.timedelta(minutes=10)).isoformat(),
+        }
+
+    def status(am):
+        """alertname/instance/app -> inhibited?"""
+        return {
+            "/".join(a["labels"].get(k, "") for k in ("alertname", "instance", "app")):
+                bool(a["status"]["inhibitedBy"])
+            for a in am.alerts()
+        }
+
+    with WebhookReceiver() as hook:
+        for receiver in config["receivers"]:
+            for webhook in receiver.get("webhook_configs", []):
+                webhook["url"] = hook.url
+        with Alertmanager(config=yaml.safe_dump(config)) as am:
+            am.post_alerts([
+                alert(alertname="RagdriftAgentDown", severity="page",
+                      instance="10.0.0.1:9108", job="ragdrift"),
+                alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
+                      instance="10.0.0.1:9108", job="ragdrift"),
+                alert(alertname="RagdriftCheckpointStale", severity="ticket",
+                      instance="10.0.0.1:9108", job="ragdrift"),
+                alert(alertname="RagdriftDriftDetected", severity="ticket",
+                      instance="10.0.0.1:9108", job="ragdrift"),
+                alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
+                      instance="10.0.0.2:9108", job="ragdrift"),
+                alert(alertname="RagdriftStaleRetrieval", severity="ticket", app="hr-bot"),
+                alert(alertname="RagdriftUnauthorizedRetrieval", severity="page",
+                      app="hr-bot"),
+            ])
+            expected = {
+                "RagdriftAgentDown/10.0.0.1:9108/": False,
+                "RagdriftConsumerLagHigh/10.0.0.1:9108/": True,
+                "RagdriftCheckpointStale/10.0.0.1:9108/": True,
+                "RagdriftDriftDetected/10.0.0.1:9108/": True,
+                # another replica: not inhibited
+                "RagdriftConsumerLagHigh/10.0.0.2:9108/": False,
+                # per-app alerts summed over replicas survive one dead replica
+                "RagdriftStaleRetrieval//hr-bot": False,
+                "RagdriftUnauthorizedRetrieval//hr-bot": False,
+            }
+            wait_until(lambda: status(am) == expected, timeout=15,
+                       message=f"inhibition {expected}")
+
+            # No ragdrift target at all: the absent() form has no instance and
+            # inhibits the per-app stale alert, never the security page.
+            am.post_alerts([alert(alertname="RagdriftAgentDown", severity="page")])
+            expected |= {"RagdriftAgentDown//": False, "RagdriftStaleRetrieval//hr-bot": True}
+            wait_until(lambda: status(am) == expected, timeout=15,
+                       message=f"inhibition {expected}")
