@@ -3,10 +3,11 @@
 from agent.core.tally import Histogram, Tally
 from agent.core.view import View
 
-METRICS = (Histogram("retrieval_latency_seconds", ("app",), "Retrieval latency reported by the application.", "latency_seconds"),)
+LATENCY = Histogram("retrieval_latency_seconds", ("app",), "Retrieval latency reported by the application.", "latency_seconds")
+METRICS = (LATENCY,)
 
 
 def observe(view: View, tally: Tally) -> None:
     latency = view.event.latency_ms
     if latency is not None:
-        view.config.bucket_set("latency_seconds").observe(tally, "retrieval_latency_seconds", view.app, latency / 1000.0)
+        LATENCY.observe(tally, view.config.bucket_set("latency_seconds"), view.app, latency / 1000.0)

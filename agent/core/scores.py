@@ -3,11 +3,10 @@
 from agent.core.tally import Histogram, Tally
 from agent.core.view import View
 
-METRICS = (
-    Histogram("top1_score", ("app",), "Score of the best-ranked result.", "score"),
-    Histogram("admitted_score", ("app",), "Mean score over the admitted set, per event.", "score"),
-    Histogram("score_gap", ("app",), "Top-1 minus top-2 score.", "gap"),
-)
+TOP1 = Histogram("top1_score", ("app",), "Score of the best-ranked result.", "score")
+ADMITTED = Histogram("admitted_score", ("app",), "Mean score over the admitted set, per event.", "score")
+GAP = Histogram("score_gap", ("app",), "Top-1 minus top-2 score.", "gap")
+METRICS = (TOP1, ADMITTED, GAP)
 
 
 def observe(view: View, tally: Tally) -> None:
@@ -15,9 +14,9 @@ def observe(view: View, tally: Tally) -> None:
     if not results:
         return
     buckets = view.config.score_buckets(app)
-    buckets.observe(tally, "top1_score", app, results[0].score)
+    TOP1.observe(tally, buckets, app, results[0].score)
     if len(results) > 1:
-        view.config.bucket_set("gap").observe(tally, "score_gap", app, results[0].score - results[1].score)
+        GAP.observe(tally, view.config.bucket_set("gap"), app, results[0].score - results[1].score)
     admitted = view.admitted
     if admitted:
-        buckets.observe(tally, "admitted_score", app, sum(r.score for r in admitted) / len(admitted))
+        ADMITTED.observe(tally, buckets, app, sum(r.score for r in admitted) / len(admitted))

@@ -1,15 +1,15 @@
 """Source concentration, parent diversity, duplicate dominance and fingerprints."""
 
-from collections import Counter as Occurrences
-
 from agent.core.tally import Counter, Histogram, Tally, inc
 from agent.core.view import View
 
+DIVERSITY = Histogram("parent_diversity_ratio", ("app",), "Unique parents / admitted results, per event.", "ratio")
+DOMINANCE = Histogram("duplicate_dominance_ratio", ("app",), "Largest share of one parent in the admitted set.", "ratio")
 METRICS = (
     Counter("admitted_results", ("app", "source"), "Results admitted to the context."),
     Counter("duplicate_fingerprint_results", ("app",), "Admitted results repeating a better-ranked admitted fingerprint."),
-    Histogram("parent_diversity_ratio", ("app",), "Unique parents / admitted results, per event.", "ratio"),
-    Histogram("duplicate_dominance_ratio", ("app",), "Largest share of one parent in the admitted set.", "ratio"),
+    DIVERSITY,
+    DOMINANCE,
 )
 
 
@@ -18,11 +18,12 @@ def observe(view: View, tally: Tally) -> None:
     if not admitted:
         return
     source_label = view.labels["source"]
-    parents = Occurrences(r.parent_id for r in admitted)
+    parents: dict[str, int] = {}
     seen: set[str] = set()
     duplicates = 0
     for result in admitted:
         inc(tally, ("admitted_results", app, source_label(result.source)))
+        parents[result.parent_id] = parents.get(result.parent_id, 0) + 1
         if result.fingerprint is not None:
             fingerprint = result.fingerprint.lower()
             if fingerprint in seen:
@@ -32,8 +33,8 @@ def observe(view: View, tally: Tally) -> None:
         inc(tally, ("duplicate_fingerprint_results", app), duplicates)
     ratios = view.config.bucket_set("ratio")
     n = len(admitted)
-    ratios.observe(tally, "parent_diversity_ratio", app, len(parents) / n)
-    ratios.observe(tally, "duplicate_dominance_ratio", app, max(parents.values()) / n)
+    DIVERSITY.observe(tally, ratios, app, len(parents) / n)
+    DOMINANCE.observe(tally, ratios, app, max(parents.values()) / n)
 
 
 def concentration(admitted_by_source: dict[str, float]) -> tuple[float, float]:

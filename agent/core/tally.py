@@ -31,6 +31,20 @@ class Histogram:
     help: str
     buckets: str  # which configured bucket set (see CoreConfig.buckets)
 
+    def __post_init__(self) -> None:
+        # Key names built once, not per observation.
+        object.__setattr__(self, "bucket_key", self.name + "_bucket")
+        object.__setattr__(self, "count_key", self.name + "_count")
+        object.__setattr__(self, "sum_key", self.name + "_sum")
+
+    def observe(self, tally: Tally, buckets: Buckets, label: str, value: float) -> None:
+        key = (self.bucket_key, label, buckets.labels[bisect_left(buckets.bounds, value)])
+        tally[key] = tally.get(key, 0) + 1
+        key = (self.count_key, label)
+        tally[key] = tally.get(key, 0) + 1
+        key = (self.sum_key, label)
+        tally[key] = tally.get(key, 0) + value
+
 
 Family = Counter | Histogram
 
@@ -67,12 +81,6 @@ class Buckets:
             raise ValueError(f"bucket bounds must be strictly increasing: {self.bounds}")
         labels = tuple(_le(b) for b in self.bounds) + ("+Inf",)
         object.__setattr__(self, "labels", labels)
-
-    def observe(self, tally: Tally, name: str, label: str, value: float) -> None:
-        le = self.labels[bisect_left(self.bounds, value)]
-        inc(tally, (name + "_bucket", label, le), 1)
-        inc(tally, (name + "_count", label), 1)
-        inc(tally, (name + "_sum", label), value)
 
 
 def _le(bound: float) -> str:

@@ -25,22 +25,24 @@ class Vocabulary:
         self.frozen = frozen
 
     def _positions(self, term: str) -> list[int]:
-        digest = blake2b(term.encode(), digest_size=16).digest()
-        h1 = int.from_bytes(digest[:8], "little")
-        h2 = int.from_bytes(digest[8:], "little") | 1
-        return [(h1 + i * h2) % self.bits for i in range(self.hashes)]
+        """Double hashing over one 128-bit digest (stable across processes)."""
+        x = int.from_bytes(blake2b(term.encode(), digest_size=16).digest(), "little")
+        h1, h2, bits = x & 0xFFFFFFFFFFFFFFFF, (x >> 64) | 1, self.bits
+        return [(h1 + i * h2) % bits for i in range(self.hashes)]
 
     def __contains__(self, term: str) -> bool:
         array = self._array
-        return all(array[p >> 3] & (1 << (p & 7)) for p in self._positions(term))
+        return all(array[p >> 3] >> (p & 7) & 1 for p in self._positions(term))
 
     def add(self, term: str) -> bool:
         """Record a term; return True when it was new. A frozen vocabulary only looks."""
-        positions = self._positions(term)
         array = self._array
-        new = not all(array[p >> 3] & (1 << (p & 7)) for p in positions)
-        if new and not self.frozen:
-            for p in positions:
+        new = False
+        for p in self._positions(term):
+            if not array[p >> 3] >> (p & 7) & 1:
+                new = True
+                if self.frozen:
+                    break
                 array[p >> 3] |= 1 << (p & 7)
         return new
 

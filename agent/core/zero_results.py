@@ -3,12 +3,13 @@
 from agent.core.tally import Counter, Histogram, Tally, inc
 from agent.core.view import View
 
+RESULT_COUNT = Histogram("results_per_retrieval", ("app",), "Results per event.", "count")
 METRICS = (
     Counter("retrievals", ("app",), "Processed retrieval events."),
     Counter("results", ("app",), "Results returned, admitted or not."),
     Counter("zero_result_retrievals", ("app",), "Events with no results."),
     Counter("filter_zero_retrievals", ("app",), "Events whose filters removed every candidate."),
-    Histogram("results_per_retrieval", ("app",), "Results per event.", "count"),
+    RESULT_COUNT,
 )
 
 
@@ -22,4 +23,4 @@ def observe(view: View, tally: Tally) -> None:
     stages = event.stages
     if stages is not None and (stages.candidates or 0) > 0 and stages.after_filter == 0:
         inc(tally, ("filter_zero_retrievals", app))
-    view.config.bucket_set("count").observe(tally, "results_per_retrieval", app, n)
+    RESULT_COUNT.observe(tally, view.config.bucket_set("count"), app, n)

@@ -14,7 +14,7 @@ from agent.core.config import CoreConfig
 from agent.core.event import RejectedEvent, decode
 from agent.core.state import PartitionState
 from agent.core.summary import summarize
-from agent.core.tally import Buckets
+from agent.core.tally import Buckets, Histogram
 
 TS = "2024-03-11T12:00:00Z"  # 1710158400
 APP = "app"
@@ -627,8 +627,9 @@ def test_bucket_placement_and_le_labels():
     b = Buckets((0.5, 1, 2.5))
     assert b.labels == ("0.5", "1.0", "2.5", "+Inf")
     tally: dict = {}
+    h = Histogram("h", ("app",), "test", "score")
     for value in (-3.0, 0.5, 0.5000001, 1.0, 1, 2.5, 2.5000001, 1e9):
-        b.observe(tally, "h", "x", value)
+        h.observe(tally, b, "x", value)
     assert family(tally, "h_bucket") == {("x", "0.5"): 2, ("x", "1.0"): 3, ("x", "2.5"): 1, ("x", "+Inf"): 2}
     assert tally[("h_count", "x")] == 8
     assert tally[("h_sum", "x")] == pytest.approx(-3 + 0.5 + 0.5000001 + 1 + 1 + 2.5 + 2.5000001 + 1e9)
