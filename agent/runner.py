@@ -103,9 +103,11 @@ class Agent:
         self.stop_event.set()
 
     def _close(self) -> None:
-        self.publish()
         try:
+            self.publish()
             self.consumer.close(autocommit=False)
+        except Exception:  # never hide the error that ended the loop
+            log.exception("error while leaving the group")
         finally:
             self.producer.close(timeout=5)
             log.info("agent stopped")
@@ -186,11 +188,11 @@ class Agent:
             for tp in dirty:
                 self.owned[tp].checkpointed_offset = self.owned[tp].next_offset
             self._mark_checkpoint()
+            # The store is the truth; Kafka's copy is for lag tools. Async,
+            # because this also runs inside rebalance callbacks on the
+            # client's I/O thread, where blocking calls are refused.
             offsets = {tp: OffsetAndMetadata(self.owned[tp].next_offset, "", -1) for tp in dirty}
-            try:
-                self.consumer.commit(offsets)
-            except KafkaError as exc:  # the store is the truth; Kafka's copy is for lag tools
-                log.warning("kafka offset commit failed", extra={"error": str(exc)})
+            self.consumer.commit_async(offsets, callback=_log_commit_error)
         return True
 
     def _mark_checkpoint(self) -> None:
@@ -262,6 +264,11 @@ class Agent:
         if lag > self.settings.metrics.ready_max_lag:
             return False, f"lag {lag} above {self.settings.metrics.ready_max_lag}"
         return True, f"{len(self.owned)} partitions, lag {lag}"
+
+
+def _log_commit_error(offsets, response) -> None:
+    if isinstance(response, Exception):
+        log.warning("kafka offset commit failed", extra={"error": str(response)})
 
 
 class _Rebalance(ConsumerRebalanceListener):

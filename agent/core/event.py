@@ -8,7 +8,6 @@ conversion, so both paths enforce exactly the same rules.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date, datetime, timezone
 from typing import Annotated, Any, Literal
@@ -18,25 +17,32 @@ import msgspec
 SCHEMA = "retrieval.v1"
 DEFAULT_MAX_BYTES = 1 << 20
 
+# Patterns are written as the JSON Schema has them (`$` = end of string).
 _HASH_PATTERN = r"^[A-Za-z0-9_-]{8,128}$"
 _DATE_PATTERN = (
     r"^\d{4}-\d{2}-\d{2}"
-    r"([Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2}))?$"
+    r"([Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))?$"
 )
 
-HashToken = Annotated[str, msgspec.Meta(pattern=_HASH_PATTERN)]
-EventId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
-AppName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_-]{1,64}$")]
-Label = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
-LanguageTag = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")]
+
+def _matching(pattern: str) -> msgspec.Meta:
+    """Python's `$` also matches before a final newline; `\\Z` does not."""
+    return msgspec.Meta(pattern=pattern.removesuffix("$") + r"\Z")
+
+
+HashToken = Annotated[str, _matching(_HASH_PATTERN)]
+EventId = Annotated[str, _matching(r"^[A-Za-z0-9._:-]{1,128}$")]
+AppName = Annotated[str, _matching(r"^[a-z0-9_-]{1,64}$")]
+Label = Annotated[str, _matching(r"^[A-Za-z0-9_.:-]{1,64}$")]
+LanguageTag = Annotated[str, _matching(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")]
 # Free text fields exclude control characters and lone surrogates: they end up
 # in labels, logs and checkpoints, which must stay valid UTF-8.
-Ident = Annotated[str, msgspec.Meta(pattern=r"^[^\x00-\x1f\x7f\ud800-\udfff]{1,256}$")]
-ShortText = Annotated[str, msgspec.Meta(pattern=r"^[^\x00-\x1f\x7f\ud800-\udfff]{1,128}$")]
+Ident = Annotated[str, _matching(r"^[^\x00-\x1f\x7f\ud800-\udfff]{1,256}$")]
+ShortText = Annotated[str, _matching(r"^[^\x00-\x1f\x7f\ud800-\udfff]{1,128}$")]
 # Bounded so that sums over a partition's lifetime stay finite.
 Score = Annotated[float, msgspec.Meta(ge=-1e12, le=1e12)]
-Fingerprint = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-fA-F]{1,128}$")]
-DateText = Annotated[str, msgspec.Meta(pattern=_DATE_PATTERN)]
+Fingerprint = Annotated[str, _matching(r"^[0-9a-fA-F]{1,128}$")]
+DateText = Annotated[str, _matching(_DATE_PATTERN)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
@@ -173,7 +179,7 @@ def _epoch(text: str | None, field: str) -> float | None:
 
 _STRICT = msgspec.json.Decoder(Event)
 _AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`")
+_MISSING = re.compile(r"^Object missing required field `(?P<name>[a-z_]+)`")
 
 
 class Decoded(msgspec.Struct):
@@ -195,9 +201,9 @@ def decode(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Decoded:
 
 
 def _decode_slow(raw: bytes) -> Decoded:
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+    try:  # strict JSON in UTF-8: no NaN, no BOM, no UTF-16
+        doc = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise RejectedEvent("invalid_json", type(exc).__name__) from None
     leaked = privacy_violation(doc)
     if leaked:
@@ -220,6 +226,9 @@ def _path(message: str) -> str:
     match = _AT.search(message)
     path = match["path"].lstrip(".") if match else ""
     head = message[: match.start()] if match else message
+    missing = _MISSING.match(head)
+    if missing:
+        return f"{path}.{missing['name']}" if path else missing["name"]
     field, sep, _ = head.partition(": ")
     if sep and re.fullmatch(r"[a-z_]+", field):
         path = f"{path}.{field}" if path else field

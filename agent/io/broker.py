@@ -41,15 +41,21 @@ def producer(settings: KafkaSettings, client_id: str) -> KafkaProducer:
     )
 
 
-def dead_letter(record: ConsumerRecord, reason: str, kind: str) -> tuple[bytes | None, list[tuple[str, bytes]]]:
-    """The dead-letter value and headers for a rejected record."""
+def dead_letter(record: ConsumerRecord, reason: str, kind: str) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """The dead-letter value and headers for a rejected record.
+
+    A withheld payload is an empty value with `ragdrift-payload: withheld`
+    (not null: Kafka refuses a record with neither key nor value).
+    """
+    withheld = kind in WITHHELD
     headers = [
         (REASON_HEADER, reason.encode()),
         ("ragdrift-source-topic", record.topic.encode()),
         ("ragdrift-source-partition", str(record.partition).encode()),
         ("ragdrift-source-offset", str(record.offset).encode()),
+        ("ragdrift-payload", b"withheld" if withheld else b"original"),
     ]
-    return (None if kind in WITHHELD else record.value), headers
+    return (b"" if withheld else record.value or b""), headers
 
 
 def header(record: ConsumerRecord, name: str) -> str | None:

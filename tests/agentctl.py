@@ -1,0 +1,162 @@
+"""Drive real `ragdrift run` processes and read back what they did.
+
+`AgentProcess` starts the agent as a child process with a YAML config (so it
+can be SIGKILLed like a real crash), scrapes its `/metrics`, and stops it.
+The stream helpers read a topic back with plain kafka-python, so a test can
+rebuild the uninterrupted state of each partition and compare.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.core.config import CoreConfig
+from agent.core.event import RejectedEvent
+from agent.core.state import PartitionState
+from agent.io.embedded import free_port, wait_until
+from tests.services import http_get
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def agent_config(bootstrap: str, topic: str, dlq: str, group: str, store_url: str, port: int, **store) -> dict:
+    return {
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            "topics": [topic],
+            "dead_letter_topic": dlq,
+            "group_id": group,
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 500,
+            "poll_timeout_ms": 200,
+        },
+        "store": {"url": store_url, "checkpoint_interval_seconds": 0.5, **store},
+        "metrics": {"address": "127.0.0.1", "port": port, "snapshot_interval_seconds": 0.2},
+        "logging": {"format": "json", "level": "INFO"},
+    }
+
+
+class AgentProcess:
+    """One `ragdrift run` child process."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.port = config["metrics"]["port"]
+        self.dir = Path(tempfile.mkdtemp(prefix="ragdrift-agent-"))
+        self.config_path = self.dir / "ragdrift.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.log_path = self.dir / "agent.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> AgentProcess:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "agent.cli", "run", "--config", str(self.config_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
+            )
+        wait_until(self._serving, 30, 0.05, "agent metrics endpoint")
+        return self
+
+    def _serving(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"agent exited with {self.proc.returncode}:\n{self.log()}")
+        try:
+            http_get(f"http://127.0.0.1:{self.port}/healthz", timeout=1)
+            return True
+        except OSError:
+            return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+    def metrics(self) -> dict[tuple[str, tuple], float]:
+        """Every sample on /metrics as {(name, sorted labels): value}."""
+        text = http_get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).decode()
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    def value(self, name: str, **labels) -> float:
+        """Sum of a sample over every series matching `labels`."""
+        want = set(labels.items())
+        return sum(v for (n, ls), v in self.metrics().items() if n == name and want <= set(ls))
+
+    def ready(self) -> bool:
+        try:
+            http_get(f"http://127.0.0.1:{self.port}/readyz", timeout=1)
+            return True
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 10) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def new_port() -> int:
+    return free_port()
+
+
+def produce(bootstrap: str, topic: str, lines, headers=None) -> int:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    count = 0
+    for line in lines:
+        producer.send(topic, line, headers=headers)
+        count += 1
+    producer.flush()
+    producer.close()
+    return count
+
+
+def read_partitions(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> dict[int, list]:
+    """All records of a topic by partition, in offset order, once `expected` arrived."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=500)
+    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    records: dict[int, list] = {tp.partition: [] for tp in partitions}
+
+    def all_read() -> bool:
+        for batch in consumer.poll(timeout_ms=500, max_records=5000).values():
+            for record in batch:
+                records[record.partition].append(record)
+        return sum(map(len, records.values())) >= expected
+
+    try:
+        wait_until(all_read, timeout, 0, f"{expected} records on {topic}")
+    finally:
+        consumer.close()
+    return records
+
+
+def uninterrupted(records: list, config: CoreConfig | None = None) -> PartitionState:
+    """The state one uninterrupted run over these records gives."""
+    state = PartitionState(config or CoreConfig())
+    for record in records:
+        try:
+            state.process(record.value)
+        except RejectedEvent:
+            pass
+    return state

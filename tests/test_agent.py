@@ -1,0 +1,249 @@
+"""The Kafka agent against a real broker: replay parity, exactly-once under
+SIGKILL, two replicas, dead letters, graceful shutdown."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import orjson
+import pytest
+from kafka import KafkaConsumer
+
+from agent import synth
+from agent.core.config import CoreConfig
+from agent.core.event import RejectedEvent
+from agent.core.state import PartitionState
+from agent.core.summary import summarize
+from agent.io.embedded import wait_until
+from agent.io.store import Store
+from tests.agentctl import AgentProcess, agent_config, new_port, produce, read_partitions, uninterrupted
+
+pytestmark = pytest.mark.broker
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc) - timedelta(minutes=3)
+
+
+def _replay(lines: list[bytes]) -> dict:
+    state = PartitionState(CoreConfig())
+    rejected: Counter[str] = Counter()
+    for line in lines:
+        try:
+            state.process(line)
+        except RejectedEvent as exc:
+            rejected[exc.kind] += 1
+    return summarize(state.totals(), dict(rejected))
+
+
+@pytest.fixture
+def topics(make_topic):
+    return make_topic(3, "retrievals"), make_topic(1, "dlq")
+
+
+@pytest.fixture
+def agents():
+    started: list[AgentProcess] = []
+
+    def start(config: dict) -> AgentProcess:
+        agent = AgentProcess(config)
+        started.append(agent)
+        return agent.start()
+
+    yield start
+    for agent in started:
+        agent.stop()
+
+
+def _store_states(url: str, group: str, topic: str, partitions: int) -> dict[int, tuple[int, dict]]:
+    store = Store(url)
+    try:
+        found = {}
+        for p in range(partitions):
+            checkpoint = store.load(group, topic, p)
+            if checkpoint is not None:
+                found[p] = (checkpoint.next_offset, checkpoint.state)
+        return found
+    finally:
+        store.close()
+
+
+def _caught_up(url: str, group: str, topic: str, records: dict[int, list]) -> bool:
+    stored = _store_states(url, group, topic, len(records))
+    return all(
+        not recs or (p in stored and stored[p][0] == recs[-1].offset + 1) for p, recs in records.items()
+    )
+
+
+def _assert_exactly_once(url: str, group: str, topic: str, records: dict[int, list]) -> None:
+    stored = _store_states(url, group, topic, len(records))
+    for p, recs in records.items():
+        if not recs:
+            continue
+        expected = uninterrupted(recs).to_dict()
+        # Through JSON, as the store keeps it.
+        assert stored[p][1] == orjson.loads(orjson.dumps(expected)), f"partition {p} state differs"
+
+
+def test_metrics_equal_replay(broker, topics, agents, group_id, tmp_path):
+    topic, dlq = topics
+    lines = list(synth.generate(3000, seed=11, start=_now(), rate=50, invalid_rate=0.02,
+                                incidents=[synth.parse_incident("leak@0.2"), synth.parse_incident("stale@0.5")]))
+    produce(broker.bootstrap, topic, lines)
+    agent = agents(agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port()))
+    wait_until(lambda: agent.value("ragdrift_events_total") >= len(lines), 90, 0.2, "all events processed")
+
+    expected = _replay(lines)
+    assert agent.value("ragdrift_events_total", outcome="processed") == expected["events"]["processed"]
+    for reason, count in expected["events"]["rejected"].items():
+        assert agent.value("ragdrift_dead_letters_total", reason=reason) == count
+    assert expected["unauthorized_results"] > 0 and expected["stale_results"] > 0
+    pairs = {
+        "ragdrift_unauthorized_results_total": "unauthorized_results",
+        "ragdrift_unauthorized_retrievals_total": "unauthorized_events",
+        "ragdrift_unauthorized_risk_retrievals_total": "unauthorized_risk_events",
+        "ragdrift_stale_results_total": "stale_results",
+        "ragdrift_stale_conflict_retrievals_total": "stale_conflict_events",
+        "ragdrift_admitted_results_total": "admitted_results",
+        "ragdrift_duplicate_fingerprint_results_total": "duplicate_fingerprint_results",
+    }
+    for metric, key in pairs.items():
+        assert agent.value(metric) == expected[key], metric
+    processed = expected["events"]["processed"]
+    assert agent.value("ragdrift_zero_result_retrievals_total") == pytest.approx(expected["zero_result_rate"] * processed)
+    assert agent.value("ragdrift_filter_zero_retrievals_total") == pytest.approx(expected["filter_zero_rate"] * processed)
+    top1 = agent.value("ragdrift_top1_score_sum") / agent.value("ragdrift_top1_score_count")
+    assert top1 == pytest.approx(expected["mean_top1_score"])
+    age = agent.value("ragdrift_content_age_days_sum") / agent.value("ragdrift_content_age_days_count")
+    assert age == pytest.approx(expected["mean_content_age_days"])
+    for name, outcome in expected["filters"].items():
+        for status in ("applied", "skipped", "error"):
+            assert agent.value("ragdrift_filter_outcomes_total", filter=name, status=status) == outcome[status]
+        assert agent.value("ragdrift_filter_removed_chunks_total", filter=name) == outcome["removed"]
+    # The rolling windows hold the same events (all within the last hour).
+    assert agent.value("ragdrift_window_retrievals", window="1h") == processed
+    assert agent.value("ragdrift_window_unauthorized_results", window="1h") == expected["unauthorized_results"]
+    wait_until(agent.ready, 10, 0.1, "readyz")
+
+
+def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path):
+    topic, dlq = topics
+    url = f"sqlite:///{tmp_path}/s.db"
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, url, new_port())
+    lines = list(synth.generate(6000, seed=5, start=_now(), rate=40, invalid_rate=0.01,
+                                incidents=[synth.parse_incident("leak@0.5")]))
+    producer = threading.Thread(target=_trickle, args=(broker.bootstrap, topic, lines, 600))
+    producer.start()
+    rng = random.Random(42)
+    agent = agents(config)
+    kills = 0
+    while kills < 10:
+        before = agent.value("ragdrift_events_total")
+        # Kill at a random point while the agent is busy.
+        wait_until(lambda: agent.value("ragdrift_events_total") > before, 60, 0.05, "progress before kill")
+        time.sleep(rng.uniform(0.0, 0.4))  # a random point in the stream, not a wait for a condition
+        agent.kill()
+        kills += 1
+        agent = agents(config)
+    producer.join()
+    records = read_partitions(broker.bootstrap, topic, len(lines))
+    wait_until(lambda: _caught_up(url, group_id, topic, records), 120, 0.2, "agent caught up")
+    _assert_exactly_once(url, group_id, topic, records)
+    assert sum(map(len, records.values())) == len(lines)
+
+
+def _trickle(bootstrap: str, topic: str, lines: list[bytes], chunks: int) -> None:
+    """Produce in small chunks so that the kills land while events flow."""
+    size = max(1, len(lines) // chunks)
+    for i in range(0, len(lines), size):
+        produce(bootstrap, topic, lines[i:i + size])
+
+
+def test_two_agents_split_partitions_and_hand_over(broker, topics, agents, group_id, pg_url):
+    topic, dlq = topics
+    first = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port()))
+    second = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port()))
+    wait_until(
+        lambda: first.value("ragdrift_assigned_partitions") + second.value("ragdrift_assigned_partitions") == 3
+        and first.value("ragdrift_assigned_partitions") > 0 and second.value("ragdrift_assigned_partitions") > 0,
+        60, 0.2, "partitions split between both agents",
+    )
+    lines = list(synth.generate(2000, seed=9, start=_now(), rate=50))
+    produce(broker.bootstrap, topic, lines)
+    total = lambda: first.value("ragdrift_events_total") + second.value("ragdrift_events_total")  # noqa: E731
+    wait_until(lambda: total() >= len(lines), 60, 0.2, "both agents processed everything")
+    assert total() == len(lines)
+
+    # Kill one: the survivor takes over its partitions and their stored state.
+    first.kill()
+    wait_until(lambda: second.value("ragdrift_assigned_partitions") == 3, 60, 0.2, "survivor owns all partitions")
+    more = list(synth.generate(1000, seed=10, start=_now(), rate=50))
+    produce(broker.bootstrap, topic, more)
+    records = read_partitions(broker.bootstrap, topic, len(lines) + len(more))
+    wait_until(lambda: _caught_up(pg_url, group_id, topic, records), 60, 0.2, "survivor caught up")
+    _assert_exactly_once(pg_url, group_id, topic, records)
+    assert second.value("ragdrift_window_retrievals", window="1h") == len(lines) + len(more)
+
+
+def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp_path):
+    topic, dlq = topics
+    good = list(synth.generate(200, seed=3, start=_now()))
+    base = orjson.loads(good[0])
+    pii = dict(base, query=dict(base["query"], id="jane.doe@example.com"))
+    bad_field = dict(base, cutoff_k=0)
+    poison = [b"{not json", orjson.dumps(bad_field), orjson.dumps(pii), orjson.dumps(dict(base, schema="retrieval.v2")),
+              b"x" * 200_000]
+    expected_reasons = ["invalid_json", "invalid_field:cutoff_k", "pii_suspected", "unsupported_schema", "too_large"]
+    produce(broker.bootstrap, topic, good[:100] + poison + good[100:])
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
+    config["kafka"]["max_message_bytes"] = 100_000
+    agent = agents(config)
+    wait_until(lambda: agent.value("ragdrift_events_total") >= 205, 60, 0.2, "all messages handled")
+    assert agent.value("ragdrift_events_total", outcome="processed") == 200
+    assert agent.value("ragdrift_events_total", outcome="rejected") == 5
+
+    consumer = KafkaConsumer(dlq, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=10000)
+    letters = []
+    for record in consumer:
+        letters.append(record)
+        if len(letters) == 5:
+            break
+    consumer.close()
+    by_reason = {dict(r.headers)["ragdrift-reason"].decode(): r for r in letters}
+    assert sorted(by_reason) == sorted(expected_reasons)
+    for reason, record in by_reason.items():
+        headers = dict(record.headers)
+        assert headers["ragdrift-source-topic"].decode() == topic
+        assert int(headers["ragdrift-source-offset"]) >= 0
+        assert headers["ragdrift-source-partition"].decode().isdigit()
+    for withheld in ("pii_suspected", "too_large"):
+        assert by_reason[withheld].value == b""
+        assert dict(by_reason[withheld].headers)["ragdrift-payload"] == b"withheld"
+    assert by_reason["invalid_json"].value == b"{not json"
+    assert b"jane.doe" not in (agent.log_path.read_bytes())
+
+
+def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, group_id, tmp_path):
+    topic, dlq = topics
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
+    first_batch = list(synth.generate(1500, seed=21, start=_now()))
+    produce(broker.bootstrap, topic, first_batch)
+    agent = agents(config)
+    wait_until(lambda: agent.value("ragdrift_events_total") >= len(first_batch), 60, 0.2, "first batch")
+    started = time.monotonic()
+    assert agent.terminate(timeout=10) == 0
+    assert time.monotonic() - started < 10
+    # A restarted agent resumes exactly after the last event: nothing twice.
+    second_batch = list(synth.generate(500, seed=22, start=_now()))
+    produce(broker.bootstrap, topic, second_batch)
+    agent = agents(config)
+    wait_until(lambda: agent.value("ragdrift_events_total") >= len(second_batch), 60, 0.2, "second batch")
+    wait_until(agent.ready, 10, 0.1, "readyz")
+    assert agent.value("ragdrift_events_total") == len(second_batch)
+    assert agent.value("ragdrift_window_retrievals", window="1h") == len(first_batch) + len(second_batch)
+
