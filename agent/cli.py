@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -138,9 +139,12 @@ def _generate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     lines = synth.generate(args.events, args.seed, args.start, args.rate, incidents, args.invalid_rate)
-    with _open_output(args.output) as out:
-        for line in lines:
-            out.write(line + b"\n")
+    try:
+        with _open_output(args.output) as out:
+            for line in lines:
+                out.write(line + b"\n")
+    except BrokenPipeError:  # `ragdrift generate ... | head` is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

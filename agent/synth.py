@@ -1,16 +1,4 @@
-"""Deterministic synthetic `retrieval.v1` traffic, so every metric, alert and dashboard has realistic input.
-
-One seed gives one byte stream. The document corpus, the query population and
-the hashed identities do not depend on the seed (they stand for one deployment
-with its own HMAC salt), so a baseline frozen from one seed does not see the
-traffic of another seed as new. The seed drives which events happen.
-
-Three independent random streams keep the parts apart: the traffic stream,
-the incident stream and the invalid-line stream. Incidents and invalid lines
-never draw from the traffic stream, so outside an incident window the output
-is byte-identical to the clean stream, and a corrupted line stands where its
-clean event would have been.
-"""
+"""Synthetic `retrieval.v1` traffic, reproducible from a seed, so every metric, alert and dashboard has input."""
 
 from __future__ import annotations
 
@@ -30,6 +18,15 @@ import orjson
 
 from agent.core.event import SCHEMA
 
+# The corpus, the query population and the hashed identities do not depend on the
+# seed: they stand for one deployment with its own HMAC salt, so a baseline frozen
+# from one seed does not see another seed's traffic as new. The seed picks events.
+#
+# Three random streams keep the parts apart: traffic, incidents, invalid lines.
+# Incidents and invalid lines never draw from the traffic stream, so outside an
+# incident window the output is byte-identical to the clean stream, and an invalid
+# line stands where its clean event would have been.
+
 INCIDENT_KINDS = ("leak", "stale", "score-drift", "source-dominance", "filter-outage", "new-terms")
 INCIDENT_MINUTES = 10.0
 # Share of the events inside a window that an incident touches: real incidents hit some traffic, not all.
@@ -47,7 +44,6 @@ INVALID_KINDS = ("invalid_json", "invalid_field", "unsupported_schema", "pii_sus
 DEFAULT_START = datetime(2026, 1, 5, tzinfo=timezone.utc)
 
 _UTC = timezone.utc
-_DAY_MS = 86_400_000
 # Dates placed "after the stream" stay after it: expiries and future effective dates use this horizon.
 _MAX_HORIZON_DAYS = 3650
 
@@ -153,10 +149,14 @@ class _SourceSpec(NamedTuple):
 
 
 _SOURCES = (
-    _SourceSpec("hr-policies", "HRP", True, 50, 0.25, (("employees", 0.6), ("managers", 0.25), ("hr", 0.15)), "official", (120, 520), 0.8),
-    _SourceSpec("benefits-guide", "BEN", True, 30, 0.5, (("employees", 0.8), ("hr", 0.2)), "official", (150, 600), 0.7),
-    _SourceSpec("payroll-faq", "PAY", True, 25, 0.3, (("employees", 0.5), ("finance", 0.3), ("hr", 0.2)), "official", (80, 300), 0.6),
-    _SourceSpec("intranet-wiki", "WIKI", True, 60, 0.7, (("employees", 0.7), ("engineering", 0.3)), "community", (100, 700), 0.2),
+    _SourceSpec("hr-policies", "HRP", True, 50, 0.25, (("employees", 0.6), ("managers", 0.25), ("hr", 0.15)),
+                "official", (120, 520), 0.8),
+    _SourceSpec("benefits-guide", "BEN", True, 30, 0.5, (("employees", 0.8), ("hr", 0.2)),
+                "official", (150, 600), 0.7),
+    _SourceSpec("payroll-faq", "PAY", True, 25, 0.3, (("employees", 0.5), ("finance", 0.3), ("hr", 0.2)),
+                "official", (80, 300), 0.6),
+    _SourceSpec("intranet-wiki", "WIKI", True, 60, 0.7, (("employees", 0.7), ("engineering", 0.3)),
+                "community", (100, 700), 0.2),
     _SourceSpec("kb-articles", "KB", False, 300, 1.0, (), "official", (150, 650), 0.5),
     _SourceSpec("resolved-tickets", "TCK", True, 80, 0.2, (("support", 1.0),), "user-generated", (60, 400), 0.0),
     _SourceSpec("product-docs", "DOC", False, 200, 1.0, (), "official", (200, 800), 0.4),
@@ -187,6 +187,7 @@ class _AppSpec(NamedTuple):
     latency_ms: float
     claims_field: bool  # some producers always write claims_present, others rely on the default
     typed: float  # share of queries the app labels with a query type
+    extra_field: float  # share of events carrying a field outside retrieval.v1 (an OpenTelemetry trace id)
 
 
 _APPS = (
@@ -200,7 +201,7 @@ _APPS = (
         (4, 5), (50, 50, 100), (0, 1, 2, 3), True, "cosine",
         {"version": "hr-rag-2025.12.3", "retriever": "dense-hnsw", "embedding_model": "e5-large-v2"},
         {"version": "hr-rag-2026.01.0-canary", "retriever": "dense-hnsw", "embedding_model": "e5-small-v2"},
-        ("tenant", "acl", "locale", "status", "effective_date"), 0.0, 110.0, True, 1.0,
+        ("tenant", "acl", "locale", "status", "effective_date"), 0.0, 110.0, True, 1.0, 0.05,
     ),
     _AppSpec(
         "support-bot", 0.45,
@@ -214,7 +215,7 @@ _APPS = (
          "embedding_model": "bge-m3"},
         {"version": "support-3.15.0-canary", "retriever": "dense-ivf", "reranker": "bge-reranker-v2-m3",
          "embedding_model": "bge-small-en-v1.5"},
-        ("tenant", "acl", "product", "status"), 0.3, 290.0, False, 1.0,
+        ("tenant", "acl", "product", "status"), 0.3, 290.0, False, 1.0, 0.0,
     ),
     _AppSpec(
         "docs-search", 0.25,
@@ -225,7 +226,7 @@ _APPS = (
         (3, 5), (40, 80, 120), (10,), False, "bm25",
         {"version": "docs-search-41", "retriever": "bm25"},
         None,  # a lexical retriever has no embedding model to change
-        ("tenant", "version", "locale", "status"), 0.1, 45.0, True, 0.8,
+        ("tenant", "version", "locale", "status"), 0.1, 45.0, True, 0.8, 0.0,
     ),
 )
 _OUTAGE_FILTER = "status"  # the lifecycle-metadata filter; its backing service fails closed
@@ -258,7 +259,7 @@ _EMAILS = ("jane.doe@example.com", "m.garcia@example.org")
 
 
 def _cumulative(weights: Sequence[float]) -> tuple[float, ...]:
-    """Normalized cumulative weights ending at exactly 1.0, for `bisect(cum, random())`."""
+    """Normalized cumulative weights ending at exactly 1.0, so `bisect(cum, random())` never runs off the end."""
     total = sum(weights)
     cum = [w / total for w in accumulate(weights)]
     cum[-1] = 1.0
@@ -277,7 +278,6 @@ def _group(tenant: str, role: str) -> str:
 
 _VOCABULARY_SIZE = 20_000
 _QUERY_POPULATION = 8_000
-_VOCABULARY = tuple(_token(b"term:%d" % n, 12) for n in range(_VOCABULARY_SIZE))
 _VOCABULARY_CUM = _cumulative([n ** -1.05 for n in range(1, _VOCABULARY_SIZE + 1)])
 _QUERY_CUM = _cumulative([n ** -1.0 for n in range(1, _QUERY_POPULATION + 1)])
 _TENANT_CUM = _cumulative(_TENANT_WEIGHTS)
@@ -287,12 +287,12 @@ _INV32 = 1.0 / 2**32
 
 
 # ---------------------------------------------------------------------------
-# The corpus: parents with current and superseded versions, built per stream
-# because dates are relative to its start.
+# The corpus: parents with current and superseded versions. Built once; dates are
+# kept relative to the stream and written out per stream.
 
 
 class _When(NamedTuple):
-    """A date relative to the stream, `days` after its start (or its end), and how the producer writes it."""
+    """A date `days` after the stream's start (or end), so one corpus serves any start and any length."""
 
     after_end: bool
     days: float
@@ -350,7 +350,7 @@ class _Chunk:
         self.fingerprint = fingerprint
 
     def bases(self, start: datetime, end: datetime) -> tuple[dict, dict]:
-        """The result as JSON-ready dicts (plain, reranked) with rank and score placeholders to overwrite."""
+        """Result templates (plain, reranked): copying one and overwriting rank and score is the cheap path."""
         head = {"chunk_id": self.id, "parent_id": self.parent.id, "source": self.source, "rank": 0, "score": 0.0}
         tail: dict = {"effective_date": _format(self.effective, start, end)}
         if self.expires is not None:
@@ -368,7 +368,7 @@ class _Chunk:
 
 
 class _Pool:
-    """Chunks one principal may see in one source, split by how they may be used."""
+    """Chunks one principal may see in one source, split by use so admitted slots draw only admissible ones."""
 
     __slots__ = ("fresh", "any", "stale", "pairs", "forbidden", "fresh_flat", "any_flat")
 
@@ -382,7 +382,7 @@ class _Pool:
 
 
 class _Mix:
-    """One principal's view of an app's sources, flat for bisecting: source share x parent popularity / chunks."""
+    """One principal's view of an app's sources, flat so that one bisect picks source, document and chunk."""
 
     __slots__ = ("fresh", "fresh_cum", "any", "any_cum")
 
@@ -392,7 +392,7 @@ class _Mix:
 
 
 def _flatten(parents: list[list[_Chunk]]) -> tuple[list[_Chunk], list[float]]:
-    """Chunks of one source with weights summing to 1: Zipf over parents, split evenly over their chunks."""
+    """Chunks of one source weighted Zipf over parents, split over their chunks: documents are popular, not chunks."""
     chunks: list[_Chunk] = []
     weights: list[float] = []
     popularity = [(i + 1) ** -_POPULARITY for i in range(len(parents))]
@@ -454,7 +454,7 @@ class _Corpus:
 
 
 def _versions(parent: _Parent, spec: _SourceSpec, rng: random.Random, fingerprints: list[str], handbook: bool) -> None:
-    """Chunks of the current version and, for some parents, of the superseded one."""
+    """Chunks of the current version and, for some parents, the superseded one, so stale conflicts can happen."""
     rnd = rng.random
     version = 1 + int(rnd() * 5)
     count = _HANDBOOK_CHUNKS if handbook else 1 + int(rnd() ** 2 * 8)
@@ -511,11 +511,11 @@ class _Draft:
 
     __slots__ = ("i", "ts_ms", "app", "ti", "persona", "query", "qtype", "k", "c", "m", "n", "chunks", "ranks",
                  "scores", "reranks", "pres", "packed", "adm", "order", "filters", "feedback", "latency",
-                 "pipeline", "principal")
+                 "pipeline", "principal", "trace")
 
 
 class _App:
-    """An app spec with its lookups precomputed."""
+    """An app spec with its lookups precomputed, so the per-event path only bisects."""
 
     def __init__(self, index: int, spec: _AppSpec):
         self.index = index
@@ -702,10 +702,12 @@ class _Traffic:
             thumbs = None if v < 0.3 else (-1 if v < (0.7 if low else 0.45) else (1 if v < 0.92 else 0))
             feedback = (rnd() < 0.4, rnd() < 0.12, thumbs, int(rnd() * 3) if n else 0)
         d.feedback = feedback
+        # A newer producer SDK adds a field the agent does not read: it must be ignored and counted, not rejected.
+        d.trace = "%032x" % self.rng.getrandbits(128) if spec.extra_field and rnd() < spec.extra_field else None
         return d
 
     def _rerank(self, n: int, width: int, spread: float) -> list[int]:
-        """Retriever ranks of the reranker's top n: neighbours swapped, a few deep candidates promoted."""
+        """Retriever ranks of the reranker's top n: swaps and promotions, cheaper than sorting noisy scores."""
         rnd = self.rng.random
         pres = list(range(1, n + 1))
         for _ in range(int(spread * 0.6 * rnd())):
@@ -720,7 +722,7 @@ class _Traffic:
         return pres
 
     def _query(self, app: _App, ti: int, q: int) -> tuple[dict, str]:
-        """The q-th most popular query of this app and tenant: same for every seed."""
+        """The q-th most popular query of this app and tenant, the same for every seed so baselines carry over."""
         key = (app.index, ti, q)
         hit = self.queries.get(key)
         if hit is not None:
@@ -732,7 +734,7 @@ class _Traffic:
         language = langs[bisect(lang_cum, u[1] * _INV32)]
         lo, hi = _SLICES[qtype].terms
         count = lo + u[2] % (hi - lo + 1)
-        terms = [_VOCABULARY[bisect(_VOCABULARY_CUM, u[3 + j] * _INV32)] for j in range(count)]
+        terms = [_token(b"term:%d" % bisect(_VOCABULARY_CUM, u[3 + j] * _INV32), 12) for j in range(count)]
         query = {"id": base64.urlsafe_b64encode(h[:16]).rstrip(b"=").decode(), "terms": terms}
         if ((u[2] >> 8) & 0xFFFF) / 65536.0 < app.spec.typed:
             query["type"] = qtype
@@ -788,9 +790,10 @@ class _Traffic:
             mix = self.mixes[key] = _Mix(pools, shares)
         fresh, fresh_cum, total = mix.fresh, mix.fresh_cum, mix.fresh_cum[-1]
         chunks = [fresh[bisect(fresh_cum, rnd() * total)] for _ in range(n)]
-        for j in range(n):
-            if not adm[j] and rnd() < 0.2:  # below the cutoff: anything visible, stale versions included
-                chunks[j] = mix.any[bisect(mix.any_cum, rnd() * mix.any_cum[-1])]
+        if False in adm:  # below the cutoff: anything visible, stale versions included
+            for j in range(n):
+                if not adm[j] and rnd() < 0.2:
+                    chunks[j] = mix.any[bisect(mix.any_cum, rnd() * mix.any_cum[-1])]
         for _ in range(int(n * 0.4 * rnd())):  # the next chunk of the same document
             j = int(rnd() * n)
             if j:
@@ -856,7 +859,9 @@ class _Traffic:
             if not items:
                 other = (d.ti + 1 + int(irandom() * (len(_TENANTS) - 1))) % len(_TENANTS)
                 items = self.corpus.owned_fresh[(source, other)]
-            d.chunks[j] = items[int(irandom() * len(items))]
+            chunk = items[int(irandom() * len(items))]
+            if chunk not in d.chunks:
+                d.chunks[j] = chunk
 
     def _stale(self, d: _Draft) -> None:
         """Superseded, tombstoned, draft, expired or future content admitted; often beside its current version."""
@@ -921,11 +926,13 @@ class _Traffic:
     def _new_terms(self, d: _Draft) -> None:
         """A burst of never-seen query terms (a launch, a new product name, a bot)."""
         rng = self.irng
-        fresh = lambda: base64.urlsafe_b64encode(rng.randbytes(12)).rstrip(b"=").decode()  # noqa: E731
+
+        def fresh(size: int = 12) -> str:
+            return base64.urlsafe_b64encode(rng.randbytes(size)).rstrip(b"=").decode()
+
         terms = [fresh() if rng.random() < 0.7 else t for t in d.query["terms"]]
         terms.extend(fresh() for _ in range(1 + int(rng.random() * 3)))
-        d.query = {**d.query, "id": base64.urlsafe_b64encode(rng.randbytes(16)).rstrip(b"=").decode(),
-                   "terms": terms[:64]}
+        d.query = {**d.query, "id": fresh(16), "terms": terms[:64]}
 
     # -- rendering -----------------------------------------------------------
 
@@ -979,6 +986,8 @@ class _Traffic:
             "results": results if d.order is None else [results[j] for j in d.order],
             "latency_ms": d.latency,
         }
+        if d.trace is not None:
+            doc["trace_id"] = d.trace
         if d.feedback is not None:
             rephrased, correction, thumbs, cited = d.feedback
             feedback: dict = {}
@@ -988,8 +997,9 @@ class _Traffic:
                 feedback["correction"] = True
             if thumbs is not None:
                 feedback["thumbs"] = thumbs
-            if cited:
-                feedback["cited"] = [chunks[j].id for j in range(n) if d.adm[j]][:cited]
+            cited_ids = [chunks[j].id for j in range(n) if d.adm[j]][:cited]
+            if cited_ids:
+                feedback["cited"] = cited_ids
             if feedback:
                 doc["feedback"] = feedback
         return doc

@@ -35,7 +35,7 @@ def agent_config(bootstrap: str, topic: str, dlq: str, group: str, store_url: st
             "topics": [topic],
             "dead_letter_topic": dlq,
             "group_id": group,
-            "session_timeout_ms": 6000,
+            "session_timeout_ms": 2000,
             "heartbeat_interval_ms": 500,
             "poll_timeout_ms": 200,
         },

