@@ -21,7 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
-	$(BIN)/python bench/agent.py
+	$(BIN)/python bench/throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

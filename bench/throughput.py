@@ -1,0 +1,99 @@
+"""Agent throughput on the real broker beside raw kafka-python consumption.
+
+One tansu broker, one topic filled with generated events; then, in the same
+run, a plain kafka-python consumer reads the topic (the baseline), and the
+agent consumes it in its own consumer group with checkpoints and exposition
+on. Each rate counts from the first record received to the last, so the
+group join is not measured. Target: agent >= 0.6 of raw consumption.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+
+from kafka import KafkaConsumer, KafkaProducer
+
+from agent.io.embedded import Tansu, wait_until
+from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
+from agent.runner import build
+from agent.synth import generate
+
+TOPIC = "bench.retrieval.v1"
+
+
+def fill(bootstrap: str, count: int) -> int:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024)
+    size = 0
+    for line in generate(count, seed=7):
+        producer.send(TOPIC, line)
+        size += len(line)
+    producer.flush()
+    producer.close()
+    return size // count
+
+
+def raw_rate(bootstrap: str, count: int) -> float:
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="bench-raw", auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=2000, heartbeat_interval_ms=500)
+    seen, first = 0, None
+    while seen < count:
+        for records in consumer.poll(timeout_ms=500, max_records=2000).values():
+            first = first or time.perf_counter()
+            seen += len(records)
+    elapsed = time.perf_counter() - first
+    consumer.close()
+    return count / elapsed
+
+
+def agent_rate(bootstrap: str, count: int, workdir: str) -> float:
+    settings = Settings(
+        kafka=KafkaSettings(bootstrap_servers=bootstrap, topics=[TOPIC], dead_letter_topic=TOPIC + ".dlq",
+                            group_id="bench-agent", session_timeout_ms=2000, heartbeat_interval_ms=500),
+        store=StoreSettings(url=f"sqlite:///{workdir}/state.db"),
+        metrics=MetricsSettings(address="127.0.0.1", port=0),
+    )
+    running = build(settings)
+    agent = running.agent
+    process = agent._process_batch  # time the real batches, nothing else
+    marks: dict[str, float] = {}
+    seen = 0
+
+    def timed(batch):
+        nonlocal seen
+        marks.setdefault("first", time.perf_counter())
+        process(batch)
+        seen += sum(len(records) for records in batch.values())
+        if seen >= count:
+            marks["last"] = time.perf_counter()
+
+    agent._process_batch = timed
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    wait_until(lambda: "last" in marks, 600, 0.05, "agent consumed the topic")
+    agent.stop()
+    thread.join(30)
+    running.close()
+    return count / (marks["last"] - marks["first"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20000)
+    args = parser.parse_args()
+    with Tansu() as broker, tempfile.TemporaryDirectory() as workdir:
+        broker.create_topic(TOPIC, 3)
+        broker.create_topic(TOPIC + ".dlq", 1)
+        size = fill(broker.bootstrap, args.events)
+        baseline = raw_rate(broker.bootstrap, args.events)
+        agent = agent_rate(broker.bootstrap, args.events, workdir)
+    print(f"{args.events} generated events on tansu, {size} bytes each on average")
+    print(f"{'raw kafka-python consume (baseline)':<38} {baseline:>10,.0f} events/s   ratio 1.00")
+    print(f"{'agent (decode, core, DLQ, checkpoints)':<38} {agent:>10,.0f} events/s   ratio {agent / baseline:.2f}")
+    print("target: agent >= 0.60 of raw consumption")
+
+
+if __name__ == "__main__":
+    main()
