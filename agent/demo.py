@@ -36,7 +36,7 @@ class Demo:
         self.sent = 0
 
     def run(self) -> int:
-        logs.setup("auto", "WARNING")
+        logs.setup("auto", "ERROR")  # keep the live summary readable
         workdir = tempfile.mkdtemp(prefix="ragdrift-demo-")
         broker = Tansu().start()
         running = None
@@ -49,7 +49,7 @@ class Demo:
                                     group_id="ragdrift-demo", session_timeout_ms=6000, heartbeat_interval_ms=1000),
                 store=StoreSettings(url=f"sqlite:///{workdir}/state.db"),
                 metrics=MetricsSettings(address="127.0.0.1", port=self.port),
-                logging=LogSettings(format="auto", level="WARNING"),
+                logging=LogSettings(format="auto", level="ERROR"),
             )
             running = build(settings)
             threads = [
@@ -59,6 +59,7 @@ class Demo:
             for thread in threads:
                 thread.start()
             print(f"ragdrift demo: metrics at http://127.0.0.1:{running.server.port}/metrics", file=self.out)
+            print(f"broker (tansu) at {broker.bootstrap}, topics {TOPIC} and {DLQ}", file=self.out)
             print(f"incidents: {', '.join(SCHEDULE)} (minutes from now); Ctrl-C stops", file=self.out)
             self._watch(running.agent)
         except KeyboardInterrupt:

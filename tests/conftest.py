@@ -39,10 +39,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # `from tests.services import ...` under any runner
     sys.path.insert(0, _ROOT)
+
+# No wall-clock bounds in tests: hypothesis' per-example deadline is one.
+hypothesis_settings.register_profile("ragdrift", deadline=None)
+hypothesis_settings.load_profile("ragdrift")
 
 from tests import services  # noqa: E402
 from tests.services import (  # noqa: E402
