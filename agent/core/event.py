@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, timezone
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -72,40 +73,44 @@ class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     pass
 
 
-class Pipeline(_Strict, frozen=True):
+class _Leaf(_Strict, gc=False):
+    """Structs that never hold cycles skip the garbage collector's tracking."""
+
+
+class Pipeline(_Leaf, frozen=True):
     version: ShortText | None = None
     retriever: ShortText | None = None
     reranker: ShortText | None = None
     embedding_model: ShortText | None = None
 
 
-class Query(_Strict, frozen=True):
+class Query(_Leaf, frozen=True):
     id: HashToken
     terms: Annotated[list[HashToken], msgspec.Meta(max_length=64)] = []
     type: Label | None = None
     language: LanguageTag | None = None
 
 
-class Principal(_Strict, frozen=True):
+class Principal(_Leaf, frozen=True):
     tenant: ShortText
     groups: Annotated[list[HashToken], msgspec.Meta(max_length=1024)]
     claims_present: bool = True
 
 
-class Stages(_Strict, frozen=True):
+class Stages(_Leaf, frozen=True):
     candidates: Count | None = None
     after_filter: Count | None = None
     after_rerank: Count | None = None
     packed: Count | None = None
 
 
-class Filter(_Strict, frozen=True):
+class Filter(_Leaf, frozen=True):
     name: Label
     status: Literal["applied", "skipped", "error"]
     removed: Count = 0
 
 
-class Feedback(_Strict, frozen=True):
+class Feedback(_Leaf, frozen=True):
     rephrased: bool = False
     correction: bool = False
     thumbs: Literal[-1, 0, 1] | None = None
@@ -165,8 +170,13 @@ def _rank(result: Result) -> int:
     return result.rank
 
 
+@lru_cache(maxsize=1 << 16)
 def _epoch(text: str | None, field: str) -> float | None:
-    """Parse an RFC 3339 date-time, or a date taken as midnight UTC."""
+    """Parse an RFC 3339 date-time, or a date taken as midnight UTC.
+
+    Memoized: a corpus's chunks recur across events with the same dates, and
+    parsing is a quarter of decoding otherwise. The memo is bounded.
+    """
     if text is None:
         return None
     try:

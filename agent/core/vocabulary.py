@@ -25,9 +25,9 @@ class Vocabulary:
         self.frozen = frozen
 
     def _positions(self, term: str) -> list[int]:
-        """Double hashing over one 128-bit digest (stable across processes)."""
-        x = int.from_bytes(blake2b(term.encode(), digest_size=16).digest(), "little")
-        h1, h2, bits = x & 0xFFFFFFFFFFFFFFFF, (x >> 64) | 1, self.bits
+        """Double hashing over one 64-bit digest (stable across processes)."""
+        x = int.from_bytes(blake2b(term.encode(), digest_size=8).digest(), "little")
+        h1, h2, bits = x & 0xFFFFFFFF, (x >> 32) | 1, self.bits
         return [(h1 + i * h2) % bits for i in range(self.hashes)]
 
     def __contains__(self, term: str) -> bool:
