@@ -6,6 +6,11 @@ bounded and `totals()` still covers every event. Events older than the
 watermark minus the lateness are late: they count in the totals, not in any
 window. Buckets are filled in stream order and folded in minute order, so the
 sums do not depend on how the stream was cut into batches.
+
+Summing a day of minute buckets on every snapshot would cost a lot, so hours
+whose buckets are all sealed (older than the lateness allows an event to
+reach) are summed once and remembered. The memo is derived: it is not
+checkpointed, and a restored state rebuilds the same sums.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from agent.core.tally import Tally, add, from_items, inc, to_items, total
 
 
 class Windows:
-    __slots__ = ("config", "buckets", "retired", "watermark", "head")
+    __slots__ = ("config", "buckets", "retired", "watermark", "head", "_blocks", "_per_block")
 
     def __init__(self, config: CoreConfig):
         self.config = config
@@ -23,6 +28,8 @@ class Windows:
         self.retired: Tally = {}
         self.watermark: float | None = None
         self.head = 0  # the newest bucket index seen
+        self._blocks: dict[int, Tally] = {}  # sealed hour -> sum of its buckets
+        self._per_block = max(1, 3600 // config.bucket_seconds)
 
     def slot(self, ts: float) -> Tally:
         """The tally an event at `ts` adds into: its bucket, or `retired` if late."""
@@ -45,16 +52,57 @@ class Windows:
         oldest = self.head - self.config.horizon_buckets + 1
         for index in sorted(i for i in self.buckets if i < oldest):
             add(self.retired, self.buckets.pop(index))
+        for block in [b for b in self._blocks if b * self._per_block < oldest]:
+            del self._blocks[block]
 
     def totals(self) -> Tally:
         """Everything ever ingested."""
-        return total([self.retired, *(self.buckets[i] for i in sorted(self.buckets))])
+        if not self.buckets:
+            return dict(self.retired)
+        return total([self.retired, *self._parts(min(self.buckets), self.head)])
 
     def window(self, seconds: int, now: float) -> Tally:
         """Sum of the buckets in the `seconds` ending at the bucket holding `now`."""
         last = int(now // self.config.bucket_seconds)
-        first = last - seconds // self.config.bucket_seconds
-        return total(self.buckets[i] for i in sorted(self.buckets) if first < i <= last)
+        return total(self._parts(last - seconds // self.config.bucket_seconds + 1, last))
+
+    def _parts(self, first: int, last: int) -> list[Tally]:
+        """The tallies covering buckets first..last: sealed hours whole, the rest by minute."""
+        if not self.buckets:
+            return []
+        oldest = min(self.buckets)
+        first, last = max(first, oldest), min(last, self.head)
+        per = self._per_block
+        sealed = self._sealed_before()
+        parts: list[Tally] = []
+        index = first
+        while index <= last:
+            block = index // per
+            end = index + per - 1
+            if index % per == 0 and end <= last and end < sealed:
+                parts.append(self._block(block))
+                index += per
+                continue
+            bucket = self.buckets.get(index)
+            if bucket:
+                parts.append(bucket)
+            index += 1
+        return parts
+
+    def _sealed_before(self) -> int:
+        """Buckets below this index can no longer change."""
+        if self.watermark is None:
+            return 0
+        return int((self.watermark - self.config.lateness_seconds) // self.config.bucket_seconds)
+
+    def _block(self, block: int) -> Tally:
+        cached = self._blocks.get(block)
+        if cached is None:
+            start = block * self._per_block
+            cached = self._blocks[block] = total(
+                self.buckets[i] for i in range(start, start + self._per_block) if i in self.buckets
+            )
+        return cached
 
     def to_dict(self) -> dict:
         return {

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from agent.core.config import CoreConfig
+from agent.core.event import decode
 from agent.core.labels import OTHER
 from agent.core.state import PartitionState, snapshot
 
@@ -293,3 +294,40 @@ def test_label_values_stay_bounded_on_a_long_stream():
         assert len(values) <= config.max_label_values + 1
         assert OTHER in values
     assert retrievals(t) == 2000
+
+
+def _naive(windows, first: int, last: int) -> dict:
+    out: dict = {}
+    for index in sorted(windows.buckets):
+        if first <= index <= last:
+            for key, value in windows.buckets[index].items():
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def _close(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1e-9) for k in a)
+
+
+def test_sealed_hour_sums_equal_minute_by_minute_sums():
+    """Hours summed once and remembered give the same windows and totals."""
+    config = CoreConfig(windows=(("5m", 300), ("1h", 3600), ("3h", 10800)), lateness_seconds=120)
+    state = PartitionState(config)
+    rng = random.Random(3)
+    t = T0 + 17  # not aligned to an hour
+    for _ in range(2500):
+        t += rng.uniform(0, 9)
+        jitter = rng.choice([0, 0, 0, -60, -200])  # some late, some within lateness
+        state.ingest(decode(orjson.dumps(ev(t + jitter))).event)
+        if rng.random() < 0.02:
+            windows = state.windows
+            naive_total = dict(windows.retired)
+            for key, value in _naive(windows, min(windows.buckets), windows.head).items():
+                naive_total[key] = naive_total.get(key, 0) + value
+            assert _close(state.totals(), naive_total)
+            for _, seconds in config.windows:
+                last = int(t // 60)
+                assert _close(windows.window(seconds, t), _naive(windows, last - seconds // 60 + 1, last))
+    assert state.windows._blocks, "long streams use remembered hour sums"
+    restored = PartitionState.from_dict(config, orjson.loads(orjson.dumps(state.to_dict())))
+    assert restored.totals() == state.totals()
