@@ -82,6 +82,8 @@ class Agent:
         next_checkpoint = time.monotonic() + interval
         next_publish = 0.0
         log.info("agent started", extra={"topics": kafka.topics, "group": kafka.group_id})
+        if not broker.has_fast_crc():
+            log.warning("the crc32c package is missing: record CRCs are checked in pure Python, ~20x slower")
         try:
             while not self.stop_event.is_set():
                 batch = self.consumer.poll(timeout_ms=kafka.poll_timeout_ms)

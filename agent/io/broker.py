@@ -17,6 +17,14 @@ REASON_HEADER = "ragdrift-reason"
 WITHHELD = frozenset(("pii_suspected", "too_large"))
 
 
+def has_fast_crc() -> bool:
+    """kafka-python verifies record CRCs in pure Python (about 20x slower)
+    unless the `crc32c` package is importable."""
+    from kafka.record import util
+
+    return util.crc32c_c is not None
+
+
 def consumer(settings: KafkaSettings, client_id: str) -> KafkaConsumer:
     return KafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
