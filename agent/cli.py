@@ -140,9 +140,10 @@ def _generate(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     lines = synth.generate(args.events, args.seed, args.start, args.rate, incidents, args.invalid_rate)
     try:
-        with _open_output(args.output) as out:
+        with _open_output(args.output) as out, _progress(args.events) as bar:
             for line in lines:
                 out.write(line + b"\n")
+                bar.update(1)
     except BrokenPipeError:  # `ragdrift generate ... | head` is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
@@ -199,10 +200,11 @@ def _lines(streams: list[BinaryIO]) -> Iterator[bytes]:
                     yield line
 
 
-def _progress():
+def _progress(total: int | None = None):
+    """A progress bar on stderr, only when a person is watching it."""
     from tqdm import tqdm
 
-    return tqdm(unit=" events", disable=not sys.stderr.isatty(), file=sys.stderr, mininterval=0.5)
+    return tqdm(total=total, unit=" events", disable=not sys.stderr.isatty(), file=sys.stderr, mininterval=0.5)
 
 
 def _table(summary: dict) -> str:
