@@ -946,29 +946,20 @@ class _Traffic:
         results = []
         chunks, ranks, scores = d.chunks, d.ranks, d.scores
         bases = self.bases
-        if d.reranks is not None:
-            reranks, pres = d.reranks, d.pres
-            for j in range(n):
-                chunk = chunks[j]
-                pair = bases.get(chunk)
-                if pair is None:
-                    pair = bases[chunk] = chunk.bases(self.start, self.end)
-                result = pair[1].copy()
-                result["rank"] = ranks[j]
-                result["score"] = scores[j]
+        reranks, pres = d.reranks, d.pres
+        which = 0 if reranks is None else 1
+        for j in range(n):
+            chunk = chunks[j]
+            pair = bases.get(chunk)
+            if pair is None:
+                pair = bases[chunk] = chunk.bases(self.start, self.end)
+            result = pair[which].copy()
+            result["rank"] = ranks[j]
+            result["score"] = scores[j]
+            if which:
                 result["rerank_score"] = reranks[j]
                 result["pre_rerank_rank"] = pres[j]
-                results.append(result)
-        else:
-            for j in range(n):
-                chunk = chunks[j]
-                pair = bases.get(chunk)
-                if pair is None:
-                    pair = bases[chunk] = chunk.bases(self.start, self.end)
-                result = pair[0].copy()
-                result["rank"] = ranks[j]
-                result["score"] = scores[j]
-                results.append(result)
+            results.append(result)
         if d.packed is not None:
             for result, packed in zip(results, d.packed):
                 result["packed"] = packed
