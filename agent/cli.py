@@ -18,6 +18,12 @@ class UsageError(Exception):
     """An input or usage problem: one line on stderr, exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """One line that names the problem, as for every other usage error."""
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -31,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ragdrift",
         description="Monitor RAG retrieval in production from retrieval.v1 logs.",
     )
@@ -94,11 +100,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    import dataclasses
-
-    settings = _settings(args.file)
-    doc = dataclasses.asdict(settings)
-    doc["kafka"]["client"] = {k: ("***" if _secret(k) else v) for k, v in doc["kafka"]["client"].items()}
+    doc = _settings(args.file).redacted()
     if args.format == "json":
         print(json.dumps(doc, sort_keys=True))
     else:
@@ -107,10 +109,6 @@ def _check_config(args: argparse.Namespace) -> int:
             for key, value in values.items():
                 print(f"  {section}.{key} = {value}")
     return 0
-
-
-def _secret(key: str) -> bool:
-    return any(word in key for word in ("password", "secret", "token", "key"))
 
 
 def _demo(args: argparse.Namespace) -> int:

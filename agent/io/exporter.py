@@ -68,7 +68,7 @@ class RagdriftCollector:
         self.clock = clock
         self.snapshot = Snapshot()
         self._families = {f.name: f for f in FAMILIES}
-        self._kept: dict[str, set[str]] = {dim: {OTHER} for dim in VOLUME}
+        self._kept: dict[str, set[str]] = {dim: set() for dim in VOLUME}
         self._lock = threading.Lock()
 
     def publish(self, snapshot: Snapshot) -> None:
@@ -105,7 +105,8 @@ class RagdriftCollector:
                 for value in sorted(values, key=lambda v: (-values[v], v)):
                     if len(kept) >= self.top_n:
                         break
-                    kept.add(value)
+                    if value != OTHER:
+                        kept.add(value)
             return {dim: set(kept) for dim, kept in self._kept.items()}
 
     def _fold(self, tally: Tally, keep: dict[str, set[str]]) -> Tally:
@@ -127,6 +128,8 @@ class RagdriftCollector:
         if family.labels == ("app",):
             for app in apps:
                 values.setdefault((app,), 0)
+        elif not family.labels:
+            values.setdefault((), 0)
         for labels, value in sorted(values.items()):
             found = exemplars.get((family.name, *labels)) if family.name in EXEMPLAR_FAMILIES else None
             exemplar = Exemplar({"trace_id": found[0]}, 1.0, found[1]) if found else None
@@ -230,6 +233,8 @@ def _family_name(key_name: str) -> str:
 
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = 30  # an idle connection cannot hold a handler thread forever
+
     def log_message(self, format, *args):  # noqa: A002 - scrapes are not news
         pass
 
@@ -254,7 +259,9 @@ class MetricsServer:
         if cert_file:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(cert_file, key_file)
-            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+            # The handshake happens in the request's own thread, so an idle
+            # connection cannot stall accept() for everyone else.
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
         self.port = self.httpd.server_port
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="metrics", daemon=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -94,6 +95,14 @@ class Settings:
     windows: WindowSettings = field(default_factory=WindowSettings)
     logging: LogSettings = field(default_factory=LogSettings)
 
+    def redacted(self) -> dict:
+        """The settings as plain data with secrets masked, for printing."""
+        doc = dataclasses.asdict(self)
+        client = doc["kafka"]["client"]
+        doc["kafka"]["client"] = {k: ("***" if _secret_key(k) else v) for k, v in client.items()}
+        doc["store"]["url"] = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", doc["store"]["url"])
+        return doc
+
     def core(self) -> CoreConfig:
         """The slice of the settings the pure core sees."""
         w = self.windows
@@ -134,9 +143,17 @@ def load(path: str | os.PathLike | None = None, environ: dict[str, str] | None =
     return settings
 
 
+class _EnvText(str):
+    """A value from the environment, still text: typed when its key's type is known."""
+
+    variable: str
+
+
 def _apply_env(raw: dict, environ: typing.Mapping[str, str]) -> None:
+    # Only SECTION__KEY names are configuration, so the RAGDRIFT_PORT-style
+    # variables Kubernetes makes for a Service named ragdrift are left alone.
     for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or name.startswith(ENV_PREFIX + "_"):
+        if not name.startswith(ENV_PREFIX) or "__" not in name[len(ENV_PREFIX):]:
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
         node = raw
@@ -144,7 +161,23 @@ def _apply_env(raw: dict, environ: typing.Mapping[str, str]) -> None:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"{name}: {'.'.join(path)} does not name a nested key")
-        node[path[-1]] = yaml.safe_load(value) if value else value
+        text = _EnvText(value)
+        text.variable = name
+        node[path[-1]] = text
+
+
+def _from_env(text: _EnvText, hint: Any, where: str) -> Any:
+    """Strings stay verbatim (secrets above all); other types are read as YAML."""
+    if hint is str or (hint is Any and _secret_key(where)):
+        return str(text)
+    try:
+        return yaml.safe_load(text) if text else str(text)
+    except yaml.YAMLError:
+        raise ConfigError(f"{where}: {text.variable} is not a valid value") from None
+
+
+def _secret_key(key: str) -> bool:
+    return any(word in key.rsplit(".", 1)[-1] for word in ("password", "secret", "token", "key"))
 
 
 def _read_secret_files(client: dict) -> None:
@@ -172,6 +205,9 @@ def _build(cls: type, raw: Any, where: str):
 
 
 def _coerce(hint: Any, value: Any, where: str) -> Any:
+    if isinstance(value, _EnvText):
+        plain = [a for a in typing.get_args(hint) if a is not type(None)]
+        value = _from_env(value, plain[0] if typing.get_origin(hint) in (typing.Union, types.UnionType) else hint, where)
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, where)
     origin = typing.get_origin(hint)
@@ -208,7 +244,7 @@ def _check(s: Settings) -> None:
     need(s.kafka.max_message_bytes > 0, "kafka.max_message_bytes", "must be > 0")
     need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")
     need(s.store.url.split(":", 1)[0].split("+")[0] in ("sqlite", "postgresql"), "store.url", "must be sqlite:///... or postgresql://...")
-    need(0 < s.metrics.port < 65536, "metrics.port", "must be a TCP port")
+    need(0 <= s.metrics.port < 65536, "metrics.port", "must be a TCP port (0 picks a free one)")
     need(s.metrics.top_n >= 1, "metrics.top_n", "must be >= 1")
     need((s.metrics.tls.cert_file is None) == (s.metrics.tls.key_file is None), "metrics.tls", "cert_file and key_file go together")
     need(s.logging.format in ("auto", "json", "text"), "logging.format", "must be auto, json or text")

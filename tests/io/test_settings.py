@@ -1,0 +1,347 @@
+"""Settings: defaults, the YAML file, RAGDRIFT_* overrides, secret files and
+every validation error naming its key."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent.core.config import DEFAULT_BUCKETS, CoreConfig
+from agent.io.settings import ConfigError, KafkaSettings, Settings, load
+
+
+def write(tmp_path: Path, text: str, name: str = "ragdrift.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def error(tmp_path: Path, text: str, environ: dict | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load(write(tmp_path, text), environ=environ or {})
+    return str(info.value)
+
+
+# -- defaults and the file ----------------------------------------------------
+
+
+def test_no_file_and_no_environment_gives_the_defaults():
+    settings = load(environ={})
+    assert settings == Settings()
+    assert settings.kafka.bootstrap_servers == "localhost:9092"
+    assert settings.kafka.topics == ["retrieval.v1"]
+    assert settings.kafka.dead_letter_topic == "retrieval.v1.dlq"
+    assert settings.kafka.auto_offset_reset == "earliest"
+    assert settings.kafka.client == {}
+    assert settings.store.url.startswith("sqlite:///")
+    assert settings.store.schema is None
+    assert settings.metrics.port == 9108 and settings.metrics.top_n == 50
+    assert settings.metrics.tls.cert_file is None and settings.metrics.tls.key_file is None
+    assert settings.windows.windows == {"5m": 300, "1h": 3600, "24h": 86400}
+    assert settings.logging.format == "auto"
+
+
+@pytest.mark.parametrize("text", ["", "# nothing here\n", "kafka:\n", "kafka: {}\nstore:\n"])
+def test_empty_file_or_empty_sections_give_the_defaults(tmp_path, text):
+    assert load(write(tmp_path, text), environ={}) == Settings()
+
+
+def test_file_values_are_read_and_typed(tmp_path):
+    path = write(tmp_path, """\
+        kafka:
+          bootstrap_servers: kafka-0:9092,kafka-1:9092
+          topics: [retrievals-a, retrievals-b]
+          group_id: ragdrift-prod
+          dead_letter_topic: retrievals.dlq
+          auto_offset_reset: latest
+          max_message_bytes: 2048
+          client: {security_protocol: SASL_SSL, ssl_check_hostname: false}
+        store:
+          url: postgresql+psycopg://ragdrift@db/ragdrift
+          schema: monitoring
+          checkpoint_interval_seconds: 2
+        metrics:
+          address: 127.0.0.1
+          port: 9200
+          top_n: 10
+          score_buckets:
+            default: [0, 0.5, 1]
+            support-bot: [-8, -4, 0, 4, 8]
+          tls: {cert_file: /tls/tls.crt, key_file: /tls/tls.key}
+        windows:
+          windows: {10m: 600, 2h: 7200}
+          lateness_seconds: 120
+          max_label_values: 20
+          labels: {app: [hr-assistant, support-bot]}
+        logging: {format: json, level: DEBUG}
+        """)
+    s = load(path, environ={})
+    assert s.kafka.bootstrap_servers == "kafka-0:9092,kafka-1:9092"
+    assert s.kafka.topics == ["retrievals-a", "retrievals-b"]
+    assert s.kafka.group_id == "ragdrift-prod"
+    assert s.kafka.auto_offset_reset == "latest"
+    assert s.kafka.max_message_bytes == 2048
+    assert s.kafka.client == {"security_protocol": "SASL_SSL", "ssl_check_hostname": False}
+    assert s.store.url == "postgresql+psycopg://ragdrift@db/ragdrift"
+    assert s.store.schema == "monitoring"
+    # An int where a float is expected is widened, not refused.
+    assert s.store.checkpoint_interval_seconds == 2.0 and isinstance(s.store.checkpoint_interval_seconds, float)
+    assert s.metrics.address == "127.0.0.1" and s.metrics.port == 9200 and s.metrics.top_n == 10
+    assert s.metrics.score_buckets == {"default": [0.0, 0.5, 1.0], "support-bot": [-8.0, -4.0, 0.0, 4.0, 8.0]}
+    assert s.metrics.tls.cert_file == "/tls/tls.crt" and s.metrics.tls.key_file == "/tls/tls.key"
+    assert s.windows.windows == {"10m": 600, "2h": 7200}
+    assert s.windows.lateness_seconds == 120 and s.windows.max_label_values == 20
+    assert s.windows.labels == {"app": ["hr-assistant", "support-bot"]}
+    assert s.logging.format == "json" and s.logging.level == "DEBUG"
+
+
+# -- the environment ---------------------------------------------------------
+
+
+def test_environment_overrides_the_file_with_double_underscore_nesting(tmp_path):
+    path = write(tmp_path, """\
+        kafka: {bootstrap_servers: file:9092, group_id: from-file}
+        store: {checkpoint_interval_seconds: 5}
+        """)
+    s = load(path, environ={
+        "RAGDRIFT_KAFKA__BOOTSTRAP_SERVERS": "kafka:9092",
+        "RAGDRIFT_STORE__URL": "sqlite:////var/lib/ragdrift/state.db",
+        "RAGDRIFT_METRICS__TLS__CERT_FILE": "/tls/c.pem",
+        "RAGDRIFT_METRICS__TLS__KEY_FILE": "/tls/k.pem",
+    })
+    assert s.kafka.bootstrap_servers == "kafka:9092"
+    assert s.kafka.group_id == "from-file"  # not overridden: the file's value stays
+    assert s.store.url == "sqlite:////var/lib/ragdrift/state.db"
+    assert s.store.checkpoint_interval_seconds == 5.0
+    assert (s.metrics.tls.cert_file, s.metrics.tls.key_file) == ("/tls/c.pem", "/tls/k.pem")
+
+
+def test_environment_values_are_typed_as_yaml():
+    s = load(environ={
+        "RAGDRIFT_METRICS__PORT": "9300",
+        "RAGDRIFT_STORE__CHECKPOINT_INTERVAL_SECONDS": "0.25",
+        "RAGDRIFT_KAFKA__TOPICS": "[a, b]",
+        "RAGDRIFT_WINDOWS__WINDOWS": "{1m: 60, 1h: 3600}",
+        "RAGDRIFT_KAFKA__CLIENT__SSL_CHECK_HOSTNAME": "false",
+    })
+    assert s.metrics.port == 9300
+    assert s.store.checkpoint_interval_seconds == 0.25
+    assert s.kafka.topics == ["a", "b"]
+    assert s.windows.windows == {"1m": 60, "1h": 3600}
+    assert s.kafka.client == {"ssl_check_hostname": False}
+
+
+def test_other_variables_are_ignored():
+    s = load(environ={"PATH": "/bin", "KAFKA__GROUP_ID": "x", "RAGDRIFT__GROUP_ID": "x", "ragdrift_kafka__group_id": "x"})
+    assert s == Settings()
+
+
+def test_environment_type_errors_name_the_dotted_key():
+    with pytest.raises(ConfigError, match=r"^metrics\.port: expected int"):
+        load(environ={"RAGDRIFT_METRICS__PORT": "ninety"})
+    with pytest.raises(ConfigError, match=r"^kafka\.nope: unknown key"):
+        load(environ={"RAGDRIFT_KAFKA__NOPE": "1"})
+
+
+def test_environment_cannot_nest_under_a_scalar(tmp_path):
+    message = error(tmp_path, "kafka: 5\n", environ={"RAGDRIFT_KAFKA__GROUP_ID": "g"})
+    assert message.startswith("RAGDRIFT_KAFKA__GROUP_ID: kafka.group_id")
+
+
+def test_environment_value_that_is_not_valid_yaml_is_a_config_error():
+    # A typed value that does not parse is a configuration problem that names
+    # the key and the variable, not a yaml traceback.
+    with pytest.raises(ConfigError, match=r"^kafka\.topics: RAGDRIFT_KAFKA__TOPICS is not a valid value"):
+        load(environ={"RAGDRIFT_KAFKA__TOPICS": "[abc"})
+
+
+def test_environment_password_that_is_not_valid_yaml_is_kept_verbatim():
+    settings = load(environ={"RAGDRIFT_KAFKA__CLIENT__SASL_PLAIN_PASSWORD": "[abc"})
+    assert settings.kafka.client["sasl_plain_password"] == "[abc"
+
+
+@pytest.mark.parametrize("secret", ["12345", "yes", "hunter2 #2"])
+def test_environment_secrets_stay_verbatim_strings(secret):
+    # operations.md sends secrets through RAGDRIFT_KAFKA__CLIENT__... variables;
+    # kafka-python needs the password exactly as given, as a string.
+    s = load(environ={"RAGDRIFT_KAFKA__CLIENT__SASL_PLAIN_PASSWORD": secret})
+    assert s.kafka.client == {"sasl_plain_password": secret}
+
+
+def test_environment_string_setting_accepts_a_numeric_looking_value():
+    s = load(environ={"RAGDRIFT_KAFKA__GROUP_ID": "123"})
+    assert s.kafka.group_id == "123"
+
+
+# -- secret files ------------------------------------------------------------
+
+
+def test_client_key_file_reads_a_secret_file(tmp_path):
+    secret = tmp_path / "kafka-password"
+    secret.write_text("s3cret-value\n")
+    path = write(tmp_path, f"""\
+        kafka:
+          client:
+            sasl_plain_username: ragdrift
+            sasl_plain_password_file: {secret}
+            ssl_cafile: /etc/kafka/ca.pem
+        """)
+    s = load(path, environ={})
+    assert s.kafka.client == {
+        "sasl_plain_username": "ragdrift",
+        "sasl_plain_password": "s3cret-value",  # trailing newline stripped
+        "ssl_cafile": "/etc/kafka/ca.pem",  # a path kafka-python reads itself
+    }
+
+
+def test_secret_file_path_from_the_environment(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("12345")
+    s = load(environ={"RAGDRIFT_KAFKA__CLIENT__SASL_PLAIN_PASSWORD_FILE": str(secret)})
+    assert s.kafka.client == {"sasl_plain_password": "12345"}
+
+
+def test_missing_secret_file_names_the_key(tmp_path):
+    message = error(tmp_path, f"kafka: {{client: {{sasl_plain_password_file: {tmp_path}/absent}}}}\n")
+    assert message.startswith("kafka.client.sasl_plain_password_file: cannot read secret file")
+
+
+# -- file errors ---------------------------------------------------------------
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file .*absent.yaml"):
+        load(tmp_path / "absent.yaml", environ={})
+
+
+def test_invalid_yaml(tmp_path):
+    assert "is not valid YAML" in error(tmp_path, "kafka: [unclosed\n")
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just a string\n", "42\n"])
+def test_top_level_must_be_a_mapping(tmp_path, text):
+    assert error(tmp_path, text).endswith("top level must be a mapping")
+
+
+# -- unknown keys and wrong types name the dotted key ------------------------------
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("nope: 1\n", "nope"),
+    ("kafka: {bootstrap: x}\n", "kafka.bootstrap"),
+    ("metrics: {tls: {cert: x}}\n", "metrics.tls.cert"),
+    ("windows: {window: {5m: 300}}\n", "windows.window"),
+])
+def test_unknown_keys_name_the_dotted_key(tmp_path, text, key):
+    message = error(tmp_path, text)
+    assert message.startswith(f"{key}: unknown key")
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("kafka: 5\n", "kafka"),
+    ("kafka: {topics: retrieval.v1}\n", "kafka.topics"),
+    ("kafka: {topics: [1]}\n", r"kafka.topics[0]"),
+    ("kafka: {max_message_bytes: big}\n", "kafka.max_message_bytes"),
+    ("kafka: {client: [a]}\n", "kafka.client"),
+    ("metrics: {port: '9108'}\n", "metrics.port"),
+    ("metrics: {port: true}\n", "metrics.port"),
+    ("metrics: {tls: x}\n", "metrics.tls"),
+    ("metrics: {score_buckets: {default: [0, a]}}\n", "metrics.score_buckets.default[1]"),
+    ("metrics: {score_buckets: {support-bot: 3}}\n", "metrics.score_buckets.support-bot"),
+    ("store: {checkpoint_interval_seconds: soon}\n", "store.checkpoint_interval_seconds"),
+    ("windows: {windows: {5m: five}}\n", "windows.windows.5m"),
+    ("windows: {labels: {app: hr}}\n", "windows.labels.app"),
+])
+def test_wrong_types_name_the_dotted_key(tmp_path, text, key):
+    message = error(tmp_path, text)
+    assert message.startswith(f"{key}: expected"), message
+
+
+# -- cross-field checks ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("kafka: {topics: [a, b], dead_letter_topic: b}\n", "kafka.dead_letter_topic"),
+    ("kafka: {topics: []}\n", "kafka.topics"),
+    ("kafka: {auto_offset_reset: newest}\n", "kafka.auto_offset_reset"),
+    ("kafka: {max_message_bytes: 0}\n", "kafka.max_message_bytes"),
+    ("store: {url: 'mysql://db/x'}\n", "store.url"),
+    ("store: {checkpoint_interval_seconds: 0}\n", "store.checkpoint_interval_seconds"),
+    ("metrics: {port: 70000}\n", "metrics.port"),
+    ("metrics: {top_n: 0}\n", "metrics.top_n"),
+    ("metrics: {tls: {cert_file: /tls/tls.crt}}\n", "metrics.tls"),
+    ("metrics: {tls: {key_file: /tls/tls.key}}\n", "metrics.tls"),
+    ("metrics: {score_buckets: {default: [0, 0.5, 0.2]}}\n", "metrics.score_buckets.default"),
+    ("metrics: {score_buckets: {support-bot: [1, 1, 2]}}\n", "metrics.score_buckets.support-bot"),
+    ("logging: {format: xml}\n", "logging.format"),
+    ("logging: {level: LOUD}\n", "logging.level"),
+    ("windows: {labels: {tenant: [a]}}\n", "windows.labels.tenant"),
+])
+def test_cross_field_checks_name_the_key(tmp_path, text, key):
+    assert error(tmp_path, text).startswith(f"{key}: ")
+
+
+@pytest.mark.parametrize(("text", "word"), [
+    ("windows: {windows: {90s: 90}}\n", "90s"),
+    ("windows: {windows: {5m: 300, odd: 301}}\n", "odd"),
+    ("windows: {windows: {}}\n", "at least one window"),
+    ("windows: {lateness_seconds: -1}\n", "lateness_seconds"),
+    ("windows: {max_label_values: 0}\n", "max_label_values"),
+])
+def test_window_checks(tmp_path, text, word):
+    message = error(tmp_path, text)
+    assert message.startswith("windows") and word in message
+
+
+def test_lowercase_level_is_accepted(tmp_path):
+    assert load(write(tmp_path, "logging: {level: info}\n"), environ={}).logging.level == "info"
+
+
+# -- the core's slice ----------------------------------------------------------------
+
+
+def test_core_defaults_equal_the_core_defaults():
+    core = Settings().core()
+    assert core == CoreConfig()
+    assert core.score_buckets("any-app").bounds == DEFAULT_BUCKETS["score"]
+
+
+def test_core_maps_buckets_windows_and_labels(tmp_path):
+    path = write(tmp_path, """\
+        metrics:
+          score_buckets:
+            default: [0, 0.25, 0.5, 1]
+            docs-search: [0, 5, 10, 20, 40]
+        windows:
+          windows: {10m: 600, 2h: 7200}
+          lateness_seconds: 60
+          max_label_values: 7
+          labels: {app: [docs-search, hr-assistant], source: [wiki]}
+          vocabulary_bits: 4096
+          vocabulary_hashes: 3
+        """)
+    core = load(path, environ={}).core()
+    assert core.windows == (("10m", 600), ("2h", 7200))
+    assert core.lateness_seconds == 60
+    assert core.max_label_values == 7
+    assert core.label_values == {"app": ("docs-search", "hr-assistant"), "source": ("wiki",)}
+    assert core.vocabulary_bits == 4096 and core.vocabulary_hashes == 3
+    assert core.score_buckets("docs-search").bounds == (0, 5, 10, 20, 40)
+    assert core.score_buckets("hr-assistant").bounds == (0, 0.25, 0.5, 1)  # "default" for the rest
+    assert core.score_buckets("docs-search").labels[-1] == "+Inf"
+    # Only the score buckets are configured: the other bucket sets keep their defaults.
+    assert core.bucket_set("gap").bounds == DEFAULT_BUCKETS["gap"]
+
+
+def test_core_per_app_buckets_without_a_default(tmp_path):
+    core = load(write(tmp_path, "metrics: {score_buckets: {support-bot: [-8, 0, 8]}}\n"), environ={}).core()
+    assert core.score_buckets("support-bot").bounds == (-8, 0, 8)
+    assert core.score_buckets("hr-assistant").bounds == DEFAULT_BUCKETS["score"]
+
+
+def test_settings_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        KafkaSettings().group_id = "x"  # type: ignore[misc]

@@ -1,0 +1,169 @@
+"""The checkpoint store on SQLite and on the real PostgreSQL: round trips,
+upserts, the never-backwards fencing rule, schemas, health and errors."""
+
+from __future__ import annotations
+
+import shutil
+import traceback
+
+import orjson
+import pytest
+from sqlalchemy import create_engine, text
+
+from agent import synth
+from agent.core.config import CoreConfig
+from agent.core.state import PartitionState
+from agent.io.embedded import free_port
+from agent.io.store import Checkpoint, Store, StoreError
+
+GROUP = "ragdrift"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/state.db"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def store(url):
+    s = Store(url)
+    yield s
+    s.close()
+
+
+def real_state(seed: int, events: int = 40) -> dict:
+    """A partition's checkpointed state after real traffic, as the agent writes it."""
+    state = PartitionState(CoreConfig())
+    for line in synth.generate(events, seed):
+        state.process(line)
+    return state.to_dict()
+
+
+def as_stored(state: dict) -> dict:
+    return orjson.loads(orjson.dumps(state))
+
+
+def test_round_trip_of_several_partitions_in_one_save(store):
+    states = {("a", 0): real_state(1), ("a", 1): real_state(2), ("b", 0): real_state(3)}
+    store.save(GROUP, [Checkpoint(t, p, 100 + p, s) for (t, p), s in states.items()])
+    for (topic, partition), state in states.items():
+        loaded = store.load(GROUP, topic, partition)
+        assert loaded == Checkpoint(topic, partition, 100 + partition, as_stored(state))
+        # What comes back restores an equal partition state.
+        restored = PartitionState.from_dict(CoreConfig(), loaded.state)
+        assert restored.to_dict() == as_stored(state)
+    assert store.load(GROUP, "a", 2) is None
+    assert store.load("other-group", "a", 0) is None  # groups do not see each other's state
+
+
+def test_empty_save_is_a_no_op(store):
+    store.save(GROUP, [])
+    assert store.load(GROUP, "a", 0) is None
+
+
+def test_a_failed_save_writes_nothing(store):
+    good = Checkpoint("a", 0, 10, {"n": 1})
+    bad = Checkpoint("a", 1, None, {"n": 2})  # NOT NULL violated inside the same transaction
+    with pytest.raises(StoreError, match="checkpoint failed"):
+        store.save(GROUP, [good, bad])
+    assert store.load(GROUP, "a", 0) is None
+    assert store.load(GROUP, "a", 1) is None
+
+
+def test_save_upserts(store):
+    store.save(GROUP, [Checkpoint("a", 0, 10, {"v": 1}), Checkpoint("a", 1, 5, {"v": 1})])
+    store.save(GROUP, [Checkpoint("a", 0, 20, {"v": 2})])
+    assert store.load(GROUP, "a", 0) == Checkpoint("a", 0, 20, {"v": 2})
+    assert store.load(GROUP, "a", 1) == Checkpoint("a", 1, 5, {"v": 1})  # untouched
+    # The same offset again replaces the state (a checkpoint with nothing new consumed).
+    store.save(GROUP, [Checkpoint("a", 0, 20, {"v": 3})])
+    assert store.load(GROUP, "a", 0) == Checkpoint("a", 0, 20, {"v": 3})
+
+
+def test_a_checkpoint_never_moves_an_offset_backwards(url):
+    successor, fenced = Store(url), Store(url)  # two replicas sharing the store
+    try:
+        fenced.save(GROUP, [Checkpoint("a", 0, 10, {"by": "fenced"}), Checkpoint("a", 1, 10, {"by": "fenced"})])
+        successor.save(GROUP, [Checkpoint("a", 0, 50, {"by": "successor"})])
+        # The replica that lost partition 0 without noticing writes its old view,
+        # together with a partition it still rightly owns.
+        fenced.save(GROUP, [Checkpoint("a", 0, 30, {"by": "fenced"}), Checkpoint("a", 1, 40, {"by": "fenced"})])
+        assert successor.load(GROUP, "a", 0) == Checkpoint("a", 0, 50, {"by": "successor"})
+        assert successor.load(GROUP, "a", 1) == Checkpoint("a", 1, 40, {"by": "fenced"})
+    finally:
+        successor.close()
+        fenced.close()
+
+
+def test_opening_an_existing_store_keeps_its_checkpoints(url):
+    first = Store(url)
+    first.save(GROUP, [Checkpoint("a", 0, 7, {"k": [1, 2]})])
+    first.close()
+    second = Store(url)
+    try:
+        assert second.load(GROUP, "a", 0) == Checkpoint("a", 0, 7, {"k": [1, 2]})
+    finally:
+        second.close()
+
+
+def test_ping(store):
+    assert store.ping() is True
+
+
+def test_schema_option_on_postgresql(pg_url):
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE SCHEMA monitoring"))
+    store = Store(pg_url, schema="monitoring")
+    try:
+        store.save(GROUP, [Checkpoint("a", 0, 3, {"s": 1})])
+        assert store.load(GROUP, "a", 0) == Checkpoint("a", 0, 3, {"s": 1})
+        with engine.connect() as conn:
+            tables = conn.execute(text(
+                "SELECT table_schema FROM information_schema.tables WHERE table_name = 'ragdrift_checkpoints'"
+            )).scalars().all()
+            assert tables == ["monitoring"]
+            assert conn.execute(text("SELECT next_offset FROM monitoring.ragdrift_checkpoints")).scalar_one() == 3
+        # A store without the schema option is a different table.
+        public = Store(pg_url)
+        try:
+            assert public.load(GROUP, "a", 0) is None
+        finally:
+            public.close()
+    finally:
+        store.close()
+        engine.dispose()
+
+
+def test_unreachable_postgresql_is_a_store_error_that_hides_the_password():
+    password = "Sup3r-Secret-pw"
+    url = f"postgresql+psycopg://ragdrift:{password}@127.0.0.1:{free_port()}/ragdrift"
+    with pytest.raises(StoreError) as info:
+        Store(url)
+    message = str(info.value)
+    assert message.startswith("cannot open store")
+    assert "127.0.0.1" in message
+    assert password not in message
+    assert password not in "".join(traceback.format_exception(info.value))
+
+
+def test_unopenable_sqlite_is_a_store_error(tmp_path):
+    with pytest.raises(StoreError, match="cannot open store"):
+        Store(f"sqlite:///{tmp_path}/no-such-dir/state.db")
+
+
+def test_store_that_went_away_fails_ping_load_and_save_with_store_errors(tmp_path):
+    directory = tmp_path / "d"
+    directory.mkdir()
+    store = Store(f"sqlite:///{directory}/state.db")
+    store.save(GROUP, [Checkpoint("a", 0, 1, {})])
+    store.close()  # drop pooled connections: the next use reconnects
+    shutil.rmtree(directory)
+    assert store.ping() is False
+    with pytest.raises(StoreError):
+        store.load(GROUP, "a", 0)
+    with pytest.raises(StoreError):
+        store.save(GROUP, [Checkpoint("a", 0, 2, {})])
+    store.close()
