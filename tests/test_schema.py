@@ -131,6 +131,11 @@ def _decoder_constraints(tp, struct_path: str, out: dict) -> dict:
     members = info.types if isinstance(info, msgspec.inspect.UnionType) else (info,)
     c: dict = {"types": set()}
     for m in members:
+        if isinstance(m, msgspec.inspect.Metadata):
+            # The decoder checks these characters in the struct's __post_init__ and
+            # declares the pattern it enforces (lengths included) in extra_json_schema.
+            declared = m.extra_json_schema["pattern"].removesuffix("$") + r"\Z"
+            m = msgspec.structs.replace(m.type, pattern=declared, min_length=None, max_length=None)
         if isinstance(m, msgspec.inspect.NoneType):
             c["types"].add("null")
         elif isinstance(m, msgspec.inspect.BoolType):

@@ -24,6 +24,7 @@ _DATE_PATTERN = (
     r"^\d{4}-\d{2}-\d{2}"
     r"([Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))?$"
 )
+_TEXT_CHARS = r"[^\x00-\x1f\x7f\ud800-\udfff]"  # no control characters, no lone surrogates
 
 
 def _matching(pattern: str) -> msgspec.Meta:
@@ -31,23 +32,47 @@ def _matching(pattern: str) -> msgspec.Meta:
     return msgspec.Meta(pattern=pattern.removesuffix("$") + r"\Z")
 
 
-HashToken = Annotated[str, _matching(_HASH_PATTERN)]
+def _characters(allowed: str, low: int, high: int) -> msgspec.Meta:
+    """Lengths checked by msgspec; the characters by the owning struct's
+    `__post_init__`, one regex over all its strings instead of one per string
+    (per-string patterns were most of the decoding time)."""
+    return msgspec.Meta(min_length=low, max_length=high, extra_json_schema={"pattern": f"^{allowed}{{{low},{high}}}$"})
+
+
+HashToken = Annotated[str, _characters("[A-Za-z0-9_-]", 8, 128)]
 EventId = Annotated[str, _matching(r"^[A-Za-z0-9._:-]{1,128}$")]
 AppName = Annotated[str, _matching(r"^[a-z0-9_-]{1,64}$")]
 Label = Annotated[str, _matching(r"^[A-Za-z0-9_.:-]{1,64}$")]
 LanguageTag = Annotated[str, _matching(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")]
-# Free text fields exclude control characters and lone surrogates: they end up
-# in labels, logs and checkpoints, which must stay valid UTF-8.
-Ident = Annotated[str, _matching(r"^[^\x00-\x1f\x7f\ud800-\udfff]{1,256}$")]
-ShortText = Annotated[str, _matching(r"^[^\x00-\x1f\x7f\ud800-\udfff]{1,128}$")]
+# Free text ends up in labels, logs and checkpoints, which must stay valid UTF-8.
+Ident = Annotated[str, _characters(_TEXT_CHARS, 1, 256)]
+ShortText = Annotated[str, _characters(_TEXT_CHARS, 1, 128)]
 # Bounded so that sums over a partition's lifetime stay finite.
 Score = Annotated[float, msgspec.Meta(ge=-1e12, le=1e12)]
-Fingerprint = Annotated[str, _matching(r"^[0-9a-fA-F]{1,128}$")]
-DateText = Annotated[str, _matching(_DATE_PATTERN)]
+Fingerprint = Annotated[str, _characters("[0-9a-fA-F]", 1, 128)]
+DateText = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": _DATE_PATTERN})]  # checked in _epoch
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
 ResultStatus = Literal["current", "superseded", "draft", "tombstoned", "unknown"]
+
+_NOT_HASH = re.compile(r"[^A-Za-z0-9_-]")
+_NOT_TEXT = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_NOT_HEX = re.compile(r"[^0-9a-fA-F]")
+_DATE = re.compile(_DATE_PATTERN.removesuffix("$") + r"\Z")
+
+
+def _refuse(bad: re.Pattern, fields: dict[str, str | list[str] | None]) -> None:
+    """Raise naming the first field holding a character `bad` finds.
+
+    Called only once a single search over all of a struct's strings failed,
+    so the common case costs one regex call per struct.
+    """
+    for name, value in fields.items():
+        for i, item in enumerate([value] if isinstance(value, str) else value or ()):
+            if bad.search(item):
+                raise ValueError(f"{name if isinstance(value, str) else f'{name}[{i}]'}: character not allowed")
+
 
 # Fields that carry producer-side HMACs. A value that looks like raw text in any
 # of them means the producer leaked something: the message is withheld whole.
@@ -83,6 +108,12 @@ class Pipeline(_Leaf, frozen=True):
     reranker: ShortText | None = None
     embedding_model: ShortText | None = None
 
+    def __post_init__(self) -> None:
+        fields = {"version": self.version, "retriever": self.retriever,
+                  "reranker": self.reranker, "embedding_model": self.embedding_model}
+        if _NOT_TEXT.search("".join(v for v in fields.values() if v)):
+            _refuse(_NOT_TEXT, fields)
+
 
 class Query(_Leaf, frozen=True):
     id: HashToken
@@ -90,11 +121,21 @@ class Query(_Leaf, frozen=True):
     type: Label | None = None
     language: LanguageTag | None = None
 
+    def __post_init__(self) -> None:
+        if _NOT_HASH.search(self.id + "".join(self.terms)):
+            _refuse(_NOT_HASH, {"id": self.id, "terms": self.terms})
+
 
 class Principal(_Leaf, frozen=True):
     tenant: ShortText
     groups: Annotated[list[HashToken], msgspec.Meta(max_length=1024)]
     claims_present: bool = True
+
+    def __post_init__(self) -> None:
+        if _NOT_TEXT.search(self.tenant):
+            _refuse(_NOT_TEXT, {"tenant": self.tenant})
+        if _NOT_HASH.search("".join(self.groups)):
+            _refuse(_NOT_HASH, {"groups": self.groups})
 
 
 class Stages(_Leaf, frozen=True):
@@ -115,6 +156,10 @@ class Feedback(_Leaf, frozen=True):
     correction: bool = False
     thumbs: Literal[-1, 0, 1] | None = None
     cited: Annotated[list[Ident], msgspec.Meta(max_length=1000)] = []
+
+    def __post_init__(self) -> None:
+        if _NOT_TEXT.search("".join(self.cited)):
+            _refuse(_NOT_TEXT, {"cited": self.cited})
 
 
 class Result(_Strict, dict=True):
@@ -138,8 +183,20 @@ class Result(_Strict, dict=True):
     packed: bool | None = None
 
     def __post_init__(self) -> None:
-        self.effective_ts = _epoch(self.effective_date, "effective_date")
-        self.expires_ts = _epoch(self.expires_at, "expires_at")
+        text = self.chunk_id + self.parent_id + self.source
+        if self.authority is not None:
+            text += self.authority
+        if self.tenant is not None:
+            text += self.tenant
+        if _NOT_TEXT.search(text):
+            _refuse(_NOT_TEXT, {"chunk_id": self.chunk_id, "parent_id": self.parent_id, "source": self.source,
+                                "authority": self.authority, "tenant": self.tenant})
+        if self.acl and _NOT_HASH.search("".join(self.acl)):
+            _refuse(_NOT_HASH, {"acl": self.acl})
+        if self.fingerprint is not None and _NOT_HEX.search(self.fingerprint):
+            _refuse(_NOT_HEX, {"fingerprint": self.fingerprint})
+        self.effective_ts = None if self.effective_date is None else _epoch(self.effective_date, "effective_date")
+        self.expires_ts = None if self.expires_at is None else _epoch(self.expires_at, "expires_at")
 
 
 class Event(_Strict):
@@ -171,14 +228,14 @@ def _rank(result: Result) -> int:
 
 
 @lru_cache(maxsize=1 << 16)
-def _epoch(text: str | None, field: str) -> float | None:
+def _epoch(text: str, field: str) -> float:
     """Parse an RFC 3339 date-time, or a date taken as midnight UTC.
 
     Memoized: a corpus's chunks recur across events with the same dates, and
     parsing is a quarter of decoding otherwise. The memo is bounded.
     """
-    if text is None:
-        return None
+    if not _DATE.match(text):
+        raise ValueError(f"{field}: not an RFC 3339 date or date-time")
     try:
         if len(text) == 10:
             return datetime.combine(date.fromisoformat(text), datetime.min.time(), timezone.utc).timestamp()
@@ -240,7 +297,7 @@ def _path(message: str) -> str:
     if missing:
         return f"{path}.{missing['name']}" if path else missing["name"]
     field, sep, _ = head.partition(": ")
-    if sep and re.fullmatch(r"[a-z_]+", field):
+    if sep and re.fullmatch(r"[a-z_]+(\[\d+\])?", field):
         path = f"{path}.{field}" if path else field
     return path or "$"
 

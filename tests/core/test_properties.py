@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import datetime, timezone
 
@@ -236,6 +237,7 @@ def _paths(node, prefix=()):
 @settings(max_examples=100, deadline=None)
 @given(events(), st.data())
 def test_decoder_raises_only_rejected_event_on_mutated_events(doc, data):
+    doc = copy.deepcopy(doc)  # strategies may hand out shared lists: never mutate them
     paths = [p for p in _paths(doc) if p]
     path = data.draw(st.sampled_from(paths))
     _set_path(doc, path, data.draw(JSON))
