@@ -46,6 +46,7 @@ class Owned:
     next_offset: int
     base: Tally
     checkpointed_offset: int
+    stored_before: int  # sealed buckets below this index are in the store already
 
 
 class Agent:
@@ -177,10 +178,7 @@ class Agent:
             span.set_attribute("ragdrift.partitions", len(dirty))
             try:
                 self.producer.flush(timeout=30)
-                self.store.save(self.settings.kafka.group_id, [
-                    Checkpoint(tp.topic, tp.partition, self.owned[tp].next_offset, self.owned[tp].state.to_dict())
-                    for tp in dirty
-                ])
+                self.store.save(self.settings.kafka.group_id, [self._checkpoint_of(tp) for tp in dirty])
             except (StoreError, KafkaError) as exc:
                 self.checkpoints["error"] += 1
                 self.store_ok = False
@@ -188,7 +186,9 @@ class Agent:
                 return False
             self.store_ok = True
             for tp in dirty:
-                self.owned[tp].checkpointed_offset = self.owned[tp].next_offset
+                owned = self.owned[tp]
+                owned.checkpointed_offset = owned.next_offset
+                owned.stored_before = owned.state.windows.sealed_before()
             self._mark_checkpoint()
             # The store is the truth; Kafka's copy is for lag tools. Async,
             # because this also runs inside rebalance callbacks on the
@@ -196,6 +196,14 @@ class Agent:
             offsets = {tp: OffsetAndMetadata(self.owned[tp].next_offset, "", -1) for tp in dirty}
             self.consumer.commit_async(offsets, callback=_log_commit_error)
         return True
+
+    def _checkpoint_of(self, tp: TopicPartition) -> Checkpoint:
+        owned = self.owned[tp]
+        windows = owned.state.windows
+        return Checkpoint(
+            tp.topic, tp.partition, owned.next_offset, owned.state.to_dict(sealed_elsewhere=True),
+            sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(),
+        )
 
     def _mark_checkpoint(self) -> None:
         self.checkpoints["ok"] += 1
@@ -211,10 +219,10 @@ class Agent:
                 self._seek_start(tp)
                 offset = -1
             else:
-                state = PartitionState.from_dict(self.core, stored.state)
+                state = PartitionState.from_dict(self.core, stored.state, stored.sealed)
                 self.consumer.seek(tp, stored.next_offset)
                 offset = stored.next_offset
-            self.owned[tp] = Owned(state, offset, state.totals(), offset)
+            self.owned[tp] = Owned(state, offset, state.totals(), offset, state.windows.sealed_before())
             log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
 
     def _seek_start(self, tp: TopicPartition) -> None:

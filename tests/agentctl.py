@@ -26,6 +26,10 @@ from agent.io.embedded import free_port, wait_until
 from tests.services import http_get
 
 ROOT = Path(__file__).resolve().parent.parent
+# Short lateness and windows, so that tests see buckets sealed, stored apart
+# and retired within a run.
+LATENESS = 60
+WINDOWS = {"5m": 300, "1h": 3600}
 
 
 def agent_config(bootstrap: str, topic: str, dlq: str, group: str, store_url: str, port: int, **store) -> dict:
@@ -41,6 +45,7 @@ def agent_config(bootstrap: str, topic: str, dlq: str, group: str, store_url: st
         },
         "store": {"url": store_url, "checkpoint_interval_seconds": 0.5, **store},
         "metrics": {"address": "127.0.0.1", "port": port, "snapshot_interval_seconds": 0.2},
+        "windows": {"lateness_seconds": LATENESS, "windows": WINDOWS},
         "logging": {"format": "json", "level": "INFO"},
     }
 

@@ -20,9 +20,12 @@ from agent.core.state import PartitionState
 from agent.core.summary import summarize
 from agent.io.embedded import wait_until
 from agent.io.store import Store
-from tests.agentctl import AgentProcess, agent_config, new_port, produce, read_partitions, uninterrupted
+from tests.agentctl import LATENESS, WINDOWS, AgentProcess, agent_config, new_port, produce, read_partitions, uninterrupted
 
 pytestmark = pytest.mark.broker
+
+
+CORE = CoreConfig(lateness_seconds=LATENESS, windows=tuple(WINDOWS.items()))  # as agent_config sets it
 
 
 def _now() -> datetime:
@@ -60,13 +63,15 @@ def agents():
 
 
 def _store_states(url: str, group: str, topic: str, partitions: int) -> dict[int, tuple[int, dict]]:
+    """Each partition's stored offset and whole state (sealed buckets merged back in)."""
     store = Store(url)
     try:
         found = {}
         for p in range(partitions):
             checkpoint = store.load(group, topic, p)
             if checkpoint is not None:
-                found[p] = (checkpoint.next_offset, checkpoint.state)
+                state = PartitionState.from_dict(CORE, checkpoint.state, checkpoint.sealed)
+                found[p] = (checkpoint.next_offset, state.to_dict())
         return found
     finally:
         store.close()
@@ -84,7 +89,7 @@ def _assert_exactly_once(url: str, group: str, topic: str, records: dict[int, li
     for p, recs in records.items():
         if not recs:
             continue
-        expected = uninterrupted(recs).to_dict()
+        expected = uninterrupted(recs, CORE).to_dict()
         # Through JSON, as the store keeps it.
         assert stored[p][1] == orjson.loads(orjson.dumps(expected)), f"partition {p} state differs"
 
@@ -134,8 +139,11 @@ def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path
     topic, dlq = topics
     url = f"sqlite:///{tmp_path}/s.db"
     config = agent_config(broker.bootstrap, topic, dlq, group_id, url, new_port())
+    # Two events per second of event time: the run spans many minutes of event
+    # time, so buckets get sealed, stored apart and retired along the way.
     flow = _Flow(broker.bootstrap, topic, synth.generate(
-        10**6, seed=5, start=_now(), rate=40, invalid_rate=0.01, incidents=[synth.parse_incident("leak@0.5")]))
+        10**6, seed=5, start=_now() - timedelta(minutes=30), rate=2, invalid_rate=0.01,
+        incidents=[synth.parse_incident("leak@5")]))
     flow.start()
     rng = random.Random(42)
     agent = agents(config)
@@ -150,6 +158,12 @@ def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path
     wait_until(lambda: _caught_up(url, group_id, topic, records), 120, 0.2, "agent caught up")
     _assert_exactly_once(url, group_id, topic, records)
     assert sum(map(len, records.values())) == produced
+    # The run went through every kind of bucket the checkpoint stores.
+    store = Store(url)
+    stored = [store.load(group_id, topic, p) for p in records]
+    store.close()
+    assert any(c.sealed for c in stored), "sealed buckets stored apart"
+    assert any(c.state["windows"]["retired"] for c in stored), "buckets retired"
 
 
 class _Flow(threading.Thread):
@@ -264,7 +278,8 @@ def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, gro
     assert agent.terminate(timeout=10) == 0
     assert time.monotonic() - started < 10
     # A restarted agent resumes exactly after the last event: nothing twice.
-    second_batch = list(synth.generate(500, seed=22, start=_now()))
+    # After the first batch in event time, so that none of it is late.
+    second_batch = list(synth.generate(500, seed=22, start=_now() + timedelta(seconds=90)))
     produce(broker.bootstrap, topic, second_batch)
     agent = agents(config)
     wait_until(lambda: agent.value("ragdrift_events_total") >= len(second_batch), 60, 0.2, "second batch")

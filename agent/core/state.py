@@ -49,23 +49,26 @@ class PartitionState:
     def totals(self) -> Tally:
         return self.windows.totals()
 
-    def to_dict(self) -> dict:
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict:
+        """Plain data. A day of minute buckets is large, and sealed buckets never
+        change: with `sealed_elsewhere` they are left out, for a checkpoint that
+        stores each of them once (`windows.sealed_items`)."""
         return {
             "version": STATE_VERSION,
             "labels": {dim: labels.to_list() for dim, labels in self.labels.items()},
             "vocabulary": self.vocabulary.to_dict(),
-            "windows": self.windows.to_dict(),
+            "windows": self.windows.to_dict(sealed_elsewhere),
         }
 
     @classmethod
-    def from_dict(cls, config: CoreConfig, data: dict) -> PartitionState:
+    def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = ()) -> PartitionState:
         if data.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported state version {data.get('version')!r}")
         state = cls(config)
         for dim, seen in data["labels"].items():
             state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
         state.vocabulary = Vocabulary.from_dict(data["vocabulary"])
-        state.windows = Windows.from_dict(config, data["windows"])
+        state.windows = Windows.from_dict(config, data["windows"], sealed)
         return state
 
 

@@ -73,7 +73,7 @@ class Windows:
         oldest = min(self.buckets)
         first, last = max(first, oldest), min(last, self.head)
         per = self._per_block
-        sealed = self._sealed_before()
+        sealed = self.sealed_before()
         parts: list[Tally] = []
         index = first
         while index <= last:
@@ -89,7 +89,7 @@ class Windows:
             index += 1
         return parts
 
-    def _sealed_before(self) -> int:
+    def sealed_before(self) -> int:
         """Buckets below this index can no longer change."""
         if self.watermark is None:
             return 0
@@ -104,19 +104,33 @@ class Windows:
             )
         return cached
 
-    def to_dict(self) -> dict:
+    def oldest(self) -> int:
+        """Buckets below this index have been folded into `retired`."""
+        return self.head - self.config.horizon_buckets + 1
+
+    def sealed_items(self, first: int) -> list[list]:
+        """Sealed buckets from index `first` on, in the form `to_dict` uses."""
+        last = self.sealed_before()
+        return [[i, to_items(self.buckets[i])] for i in sorted(self.buckets) if first <= i < last]
+
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict:
+        """Plain data; with `sealed_elsewhere`, without the sealed buckets (see `sealed_items`)."""
+        cut = self.sealed_before() if sealed_elsewhere else None
         return {
             "watermark": self.watermark,
             "head": self.head,
             "retired": to_items(self.retired),
-            "buckets": [[i, to_items(self.buckets[i])] for i in sorted(self.buckets)],
+            "buckets": [[i, to_items(self.buckets[i])] for i in sorted(self.buckets) if cut is None or i >= cut],
         }
 
     @classmethod
-    def from_dict(cls, config: CoreConfig, data: dict) -> Windows:
+    def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = ()) -> Windows:
+        """Restore, adding sealed buckets kept apart; any already retired are ignored."""
         windows = cls(config)
         windows.watermark = data["watermark"]
         windows.head = data["head"]
         windows.retired = from_items(data["retired"])
-        windows.buckets = {i: from_items(items) for i, items in data["buckets"]}
+        oldest = windows.oldest()
+        items = sorted([*data["buckets"], *(pair for pair in sealed if pair[0] >= oldest)], key=lambda pair: pair[0])
+        windows.buckets = {i: from_items(bucket) for i, bucket in items}
         return windows

@@ -3,13 +3,15 @@
 SQLAlchemy 2 Core over SQLite (one replica, the default) or PostgreSQL
 (several replicas). One transaction writes every owned partition, so a
 checkpoint is all or nothing; the stored offset, not Kafka's committed one, is
-where a partition resumes.
+where a partition resumes. Sealed minute buckets never change, so each is
+written once to `ragdrift_buckets` and deleted when it is retired; the
+checkpoint row holds the rest of the state.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 from sqlalchemy import (
@@ -22,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     create_engine,
+    delete,
     select,
     text,
 )
@@ -39,6 +42,8 @@ class Checkpoint:
     partition: int
     next_offset: int
     state: dict
+    sealed: list = field(default_factory=list)  # [bucket index, tally items] stored apart
+    keep_from: int | None = None  # sealed buckets below this index are retired: delete them
 
 
 class Store:
@@ -54,6 +59,15 @@ class Store:
             Column("next_offset", BigInteger, nullable=False),
             Column("state", LargeBinary, nullable=False),
             Column("updated_at", Float, nullable=False),
+        )
+        self.buckets = Table(
+            "ragdrift_buckets",
+            self.metadata,
+            Column("group_id", String(255), primary_key=True),
+            Column("topic", String(255), primary_key=True),
+            Column("partition", Integer, primary_key=True),
+            Column("bucket", BigInteger, primary_key=True),
+            Column("tally", LargeBinary, nullable=False),
         )
         try:
             self.engine = create_engine(url, pool_pre_ping=True)
@@ -90,9 +104,26 @@ class Store:
             # partitions without noticing cannot undo its successor's work.
             where=self.checkpoints.c.next_offset <= stmt.excluded.next_offset,
         )
+        sealed = [
+            {"group_id": group_id, "topic": c.topic, "partition": c.partition, "bucket": i, "tally": orjson.dumps(items)}
+            for c in checkpoints
+            for i, items in c.sealed
+        ]
+        # A sealed bucket's content is fixed by the stream, so a second write
+        # of the same index (a replica that lost its partition late) is a no-op.
+        insert_sealed = self._insert(self.buckets).on_conflict_do_nothing()
+        b = self.buckets.c
         try:
             with self.engine.begin() as conn:
                 conn.execute(stmt, rows)
+                if sealed:
+                    conn.execute(insert_sealed, sealed)
+                for c in checkpoints:
+                    if c.keep_from is not None:
+                        conn.execute(delete(self.buckets).where(
+                            b.group_id == group_id, b.topic == c.topic, b.partition == c.partition,
+                            b.bucket < c.keep_from,
+                        ))
         except SQLAlchemyError as exc:
             raise StoreError(f"checkpoint failed: {exc.__class__.__name__}: {exc}") from exc
 
@@ -101,14 +132,19 @@ class Store:
         query = select(c.next_offset, c.state).where(
             c.group_id == group_id, c.topic == topic, c.partition == partition
         )
+        b = self.buckets.c
+        sealed_query = select(b.bucket, b.tally).where(
+            b.group_id == group_id, b.topic == topic, b.partition == partition
+        ).order_by(b.bucket)
         try:
             with self.engine.connect() as conn:
                 row = conn.execute(query).first()
+                sealed = [[r.bucket, orjson.loads(r.tally)] for r in conn.execute(sealed_query)] if row else []
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot load checkpoint: {exc.__class__.__name__}: {exc}") from exc
         if row is None:
             return None
-        return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state))
+        return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state), sealed)
 
     def ping(self) -> bool:
         try:
