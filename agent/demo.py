@@ -61,7 +61,7 @@ class Demo:
             print(f"ragdrift demo: metrics at http://127.0.0.1:{running.server.port}/metrics", file=self.out)
             print(f"broker (tansu) at {broker.bootstrap}, topics {TOPIC} and {DLQ}", file=self.out)
             print(f"incidents: {', '.join(SCHEDULE)} (minutes from now); Ctrl-C stops", file=self.out)
-            self._watch(running.agent)
+            self._watch(running.agent, threads[0])
         except KeyboardInterrupt:
             pass
         finally:
@@ -96,10 +96,13 @@ class Demo:
         finally:
             producer.close(timeout=5)
 
-    def _watch(self, agent) -> None:
+    def _watch(self, agent, agent_thread: threading.Thread) -> None:
         deadline = time.monotonic() + self.minutes * 60 if self.minutes else float("inf")
         tty = self.out.isatty()
         while not self.stop.wait(2.0):
+            if not agent_thread.is_alive():
+                print("\nragdrift demo: the agent stopped unexpectedly (see the log above)", file=self.out)
+                return
             line = _status(agent.collector.snapshot, self.sent)
             print(("\r" + line) if tty else line, end="" if tty else "\n", file=self.out, flush=True)
             if time.monotonic() >= deadline:

@@ -4,7 +4,8 @@ Exactly-once state: each partition's state and its next offset are written in
 one store transaction, then the same offsets are committed to Kafka for lag
 tools. On assignment a partition resumes from its stored checkpoint, so after
 any crash, restart or rebalance its state equals one uninterrupted run's.
-Dead letters are flushed before the checkpoint that moves past them.
+Dead letters are delivered (and checked) before the checkpoint that moves
+past them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from opentelemetry.trace import Link, Tracer
 from agent.core.access import unauthorized_results
 from agent.core.event import RejectedEvent
 from agent.core.freshness import is_stale
-from agent.core.state import PartitionState
+from agent.core.state import PartitionState, snapshot
 from agent.core.tally import Tally, add, subtract, total
 from agent.core.view import admitted_set
 from agent.io import broker
@@ -35,6 +36,10 @@ from agent.io.tracing import remote_context
 
 log = logging.getLogger("ragdrift.agent")
 MAX_LINKS = 32  # links per poll span: enough to follow a sample, bounded
+
+
+NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is known
+SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after a stop request
 
 
 @dataclass
@@ -49,6 +54,17 @@ class Owned:
     stored_before: int  # sealed buckets below this index are in the store already
 
 
+@dataclass(frozen=True)
+class Letter:
+    """A dead letter in flight: delivered before the checkpoint that passes it."""
+
+    future: object
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+
+
 class Agent:
     def __init__(self, settings: Settings, store: Store, collector: RagdriftCollector, tracer: Tracer,
                  client_id: str | None = None):
@@ -61,12 +77,17 @@ class Agent:
         self.owned: dict[TopicPartition, Owned] = {}
         self.released: Tally = {}  # process-local totals of partitions given away
         self.rejected: Counter[str] = Counter()
+        self.letters: list[Letter] = []
+        self.logged_letters = 0
         self.exemplars: dict[tuple, tuple[str, float]] = {}
         self.checkpoints: Counter[str] = Counter()
+        self.resets = 0
         self.last_checkpoint: float | None = None
         self.last_progress = time.monotonic()
         self.store_ok = True
+        self.fatal: Exception | None = None
         self.stop_event = threading.Event()
+        self.deadline = float("inf")
         self.consumer = None
         self.producer = None
 
@@ -88,6 +109,8 @@ class Agent:
         try:
             while not self.stop_event.is_set():
                 batch = self.consumer.poll(timeout_ms=kafka.poll_timeout_ms)
+                if self._resolve_starts(batch):
+                    next_checkpoint = 0.0  # record where new partitions start at once
                 if batch:
                     self._process_batch(batch)
                 self.last_progress = time.monotonic()
@@ -98,86 +121,154 @@ class Agent:
                 if now >= next_publish:
                     self.publish()
                     next_publish = now + publish_every
-            self.checkpoint()
+            if self.fatal is None:
+                self.checkpoint()
         finally:
             self._close()
+        if self.fatal is not None:
+            raise self.fatal
 
     def stop(self) -> None:
+        if not self.stop_event.is_set():
+            self.deadline = time.monotonic() + SHUTDOWN_SECONDS
         self.stop_event.set()
+
+    def _remaining(self, cap: float) -> float:
+        """Seconds an I/O step may take: `cap`, or less once shutting down."""
+        return max(0.5, min(cap, self.deadline - time.monotonic() - 1.0))
 
     def _close(self) -> None:
         try:
             self.publish()
-            self.consumer.close(autocommit=False)
+            self.consumer.close(autocommit=False, timeout_ms=int(self._remaining(5) * 1000))
         except Exception:  # never hide the error that ended the loop
             log.exception("error while leaving the group")
         finally:
-            self.producer.close(timeout=5)
+            self.producer.close(timeout=self._remaining(5))
             log.info("agent stopped")
 
     # -- processing -----------------------------------------------------
+
+    def _resolve_starts(self, batch: dict) -> bool:
+        """Pin where partitions without a checkpoint start, before processing.
+
+        Without this, a crash before their first checkpoint would resolve
+        `auto_offset_reset` again and, with `latest`, skip events.
+        """
+        fresh = [tp for tp, owned in self.owned.items() if owned.next_offset == NO_OFFSET]
+        for tp in fresh:
+            records = batch.get(tp)
+            self.owned[tp].next_offset = records[0].offset if records else self.consumer.position(tp)
+        return bool(fresh)
 
     def _process_batch(self, batch: dict) -> None:
         links: list[Link] = []
         count = 0
         with self.tracer.start_as_current_span("ragdrift.poll_batch") as span:
             for tp, records in batch.items():
-                owned = self.owned.get(tp)
-                if owned is None:
-                    continue
+                owned = self.owned[tp]  # Kafka drops fetched records of revoked partitions
+                if records[0].offset < owned.next_offset:
+                    owned = self._restart(tp, owned, records[0].offset)
                 for record in records:
-                    if record.offset < owned.next_offset:
-                        continue  # already folded into the restored state
                     self._process(owned, record, links)
                     owned.next_offset = record.offset + 1
                     count += 1
             span.set_attribute("messaging.batch.message_count", count)
             for item in links:
                 span.add_link(item.context)
+        self._log_rejections()
+
+    def _restart(self, tp: TopicPartition, owned: Owned, offset: int) -> Owned:
+        """The partition's log now starts below our checkpoint: the topic was
+        recreated or the broker lost its data. The stored state describes a log
+        that is gone, so start afresh rather than skip every new record."""
+        log.error("partition log restarted below its checkpoint; starting a fresh state",
+                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset,
+                         "first_offset": offset})
+        self.resets += 1
+        add(self.released, subtract(owned.state.totals(), owned.base))
+        self.store.reset(self.settings.kafka.group_id, tp.topic, tp.partition)
+        fresh = Owned(PartitionState(self.core), offset, {}, NO_OFFSET, 0)
+        self.owned[tp] = fresh
+        return fresh
 
     def _process(self, owned: Owned, record, links: list[Link]) -> None:
         try:
-            decoded = owned.state.process(record.value or b"", self.settings.kafka.max_message_bytes)
+            decoded = owned.state.process(
+                record.value or b"", self.settings.kafka.max_message_bytes, broker.written_at(record))
         except RejectedEvent as exc:
             self._dead_letter(record, exc)
             return
-        context = remote_context(broker.header(record, "traceparent"))
-        if context is not None:
-            if len(links) < MAX_LINKS:
-                links.append(Link(context))
-            self._remember_exemplar(owned, decoded.event, format(context.trace_id, "032x"))
+        traceparent = broker.header(record, "traceparent")
+        if traceparent is not None:
+            self._follow(owned, decoded.event, traceparent, links)
+
+    def _follow(self, owned: Owned, event, traceparent: str, links: list[Link]) -> None:
+        """Link the producer's trace, and keep its id as the exemplar of the
+        unauthorized and stale counters this event raised."""
+        hits = []
+        if unauthorized_results(event):
+            hits += ["unauthorized_results", "unauthorized_retrievals"]
+        ts = event.ts.timestamp()
+        if any(is_stale(r, ts) for r in admitted_set(event)):
+            hits.append("stale_results")
+        if not hits and len(links) >= MAX_LINKS:
+            return
+        context = remote_context(traceparent)
+        if context is None:
+            return
+        if len(links) < MAX_LINKS:
+            links.append(Link(context))
+        app = owned.state.labels["app"](event.app)
+        for family in hits:
+            self.exemplars[(family, app)] = (format(context.trace_id, "032x"), time.time())
 
     def _dead_letter(self, record, exc: RejectedEvent) -> None:
-        value, headers = broker.dead_letter(record, exc.reason, exc.kind)
-        self.producer.send(self.settings.kafka.dead_letter_topic, value=value, key=record.key, headers=headers)
+        topic = self.settings.kafka.dead_letter_topic
+        value, key, headers = broker.dead_letter(record, exc.reason, exc.kind)
+        try:
+            future = self.producer.send(topic, value=value, key=key, headers=headers)
+        except KafkaError:  # e.g. larger than the producer takes: forward the facts only
+            value, key, headers = broker.dead_letter(record, exc.reason, exc.kind, withhold=True)
+            future = self.producer.send(topic, value=value, key=key, headers=headers)
+        self.letters.append(Letter(future, record.topic, record.partition, record.offset, exc.reason))
         self.rejected[exc.kind] += 1
-        # The reason names a field path at most; the payload is never logged.
-        log.warning("message dead-lettered", extra={"reason": exc.reason, "topic": record.topic,
-                                                    "partition": record.partition, "offset": record.offset})
 
-    def _remember_exemplar(self, owned: Owned, event, trace_id: str) -> None:
-        app = owned.state.labels["app"](event.app)
-        ts = event.ts.timestamp()
-        now = time.time()
-        if unauthorized_results(event):
-            self.exemplars[("unauthorized_results", app)] = (trace_id, now)
-            self.exemplars[("unauthorized_retrievals", app)] = (trace_id, now)
-        if any(is_stale(r, ts) for r in admitted_set(event)):
-            self.exemplars[("stale_results", app)] = (trace_id, now)
+    def _log_rejections(self) -> None:
+        """One line per batch, never the payload: reasons name a field path at most."""
+        fresh = self.letters[self.logged_letters:]
+        if fresh:
+            log.warning("messages dead-lettered", extra={
+                "count": len(fresh), "reasons": dict(Counter(letter.reason for letter in fresh)),
+                "first": f"{fresh[0].topic}/{fresh[0].partition}@{fresh[0].offset}",
+            })
+            self.logged_letters = len(self.letters)
+
+    def _deliver_letters(self) -> None:
+        """Make sure every dead letter since the last checkpoint arrived."""
+        self.producer.flush(timeout=self._remaining(30))
+        failed = [letter for letter in self.letters if letter.future.failed()]
+        for letter in failed:  # retry once with the facts only (the payload may be what failed)
+            value, key, headers = broker.dead_letter_facts(letter.topic, letter.partition, letter.offset, letter.reason)
+            self.producer.send(self.settings.kafka.dead_letter_topic, value=value, key=key, headers=headers).get(
+                timeout=self._remaining(10))
+        self.letters.clear()
+        self.logged_letters = 0
 
     # -- checkpoints ----------------------------------------------------
 
     def checkpoint(self, partitions: list[TopicPartition] | None = None) -> bool:
         """Write state + offsets in one transaction, then commit them to Kafka."""
-        targets = [tp for tp in (partitions or list(self.owned)) if tp in self.owned]
-        dirty = [tp for tp in targets if self.owned[tp].next_offset != self.owned[tp].checkpointed_offset]
+        targets = [tp for tp in (list(self.owned) if partitions is None else partitions) if tp in self.owned]
+        dirty = [tp for tp in targets if self.owned[tp].next_offset != self.owned[tp].checkpointed_offset
+                 and self.owned[tp].next_offset != NO_OFFSET]
         if not dirty:
-            self._mark_checkpoint()
+            self.last_checkpoint = time.time()  # nothing unsaved: the state is durable as of now
             return True
         with self.tracer.start_as_current_span("ragdrift.checkpoint") as span:
             span.set_attribute("ragdrift.partitions", len(dirty))
             try:
-                self.producer.flush(timeout=30)
+                self._deliver_letters()
                 self.store.save(self.settings.kafka.group_id, [self._checkpoint_of(tp) for tp in dirty])
             except (StoreError, KafkaError) as exc:
                 self.checkpoints["error"] += 1
@@ -189,7 +280,8 @@ class Agent:
                 owned = self.owned[tp]
                 owned.checkpointed_offset = owned.next_offset
                 owned.stored_before = owned.state.windows.sealed_before()
-            self._mark_checkpoint()
+            self.checkpoints["ok"] += 1
+            self.last_checkpoint = time.time()
             # The store is the truth; Kafka's copy is for lag tools. Async,
             # because this also runs inside rebalance callbacks on the
             # client's I/O thread, where blocking calls are refused.
@@ -205,19 +297,23 @@ class Agent:
             sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(),
         )
 
-    def _mark_checkpoint(self) -> None:
-        self.checkpoints["ok"] += 1
-        self.last_checkpoint = time.time()
-
     def assign(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             if tp in self.owned:
                 continue
-            stored = self.store.load(self.settings.kafka.group_id, tp.topic, tp.partition)
+            try:
+                stored = self.store.load(self.settings.kafka.group_id, tp.topic, tp.partition)
+            except StoreError as exc:
+                # Without its state a partition cannot be processed exactly once:
+                # stop, so the orchestrator restarts us and the group rebalances.
+                log.error("cannot load a checkpoint; stopping", extra={"error": str(exc)})
+                self.fatal = exc
+                self.stop()
+                return
             if stored is None:
                 state = PartitionState(self.core)
                 self._seek_start(tp)
-                offset = -1
+                offset = NO_OFFSET
             else:
                 state = PartitionState.from_dict(self.core, stored.state, stored.sealed)
                 self.consumer.seek(tp, stored.next_offset)
@@ -233,7 +329,7 @@ class Agent:
 
     def revoke(self, partitions: list[TopicPartition], lost: bool = False) -> None:
         mine = [tp for tp in partitions if tp in self.owned]
-        if not lost:
+        if not lost and mine:
             self.checkpoint(mine)
         for tp in mine:
             owned = self.owned.pop(tp)
@@ -244,20 +340,19 @@ class Agent:
 
     def publish(self) -> None:
         """Hand the exporter a fresh immutable snapshot."""
-        owned = [self.owned[tp] for tp in sorted(self.owned)]
-        now = time.time()
-        counters = total([self.released, *(subtract(o.state.totals(), o.base) for o in owned)])
-        windows = {
-            name: total(o.state.windows.window(seconds, now) for o in owned) for name, seconds in self.core.windows
-        }
+        tps = sorted(self.owned)
+        owned = [self.owned[tp] for tp in tps]
+        sums = snapshot(self.core, (o.state for o in owned), time.time())
+        counters = total([self.released, subtract(sums.pop("totals"), total(o.base for o in owned))])
         lag = {}
-        for tp in sorted(self.owned):
+        for tp, o in zip(tps, owned):
             high = self.consumer.highwater(tp) if self.consumer is not None else None
-            if high is not None and self.owned[tp].next_offset >= 0:
-                lag[(tp.topic, tp.partition)] = max(0, high - self.owned[tp].next_offset)
+            if high is not None and o.next_offset != NO_OFFSET:
+                lag[(tp.topic, tp.partition)] = max(0, high - o.next_offset)
         self.collector.publish(Snapshot(
-            counters=counters, windows=windows, rejected=dict(self.rejected), exemplars=dict(self.exemplars),
+            counters=counters, windows=sums, rejected=dict(self.rejected), exemplars=dict(self.exemplars),
             lag=lag, assigned=len(owned), last_checkpoint=self.last_checkpoint, checkpoints=dict(self.checkpoints),
+            resets=self.resets,
         ))
 
     def health(self) -> tuple[bool, str]:
@@ -330,15 +425,22 @@ def build(settings: Settings, tracer_provider=None) -> Running:
 
 
 def serve(settings: Settings) -> int:
-    """Run the agent until SIGTERM or SIGINT, then drain and exit 0."""
+    """Run the agent until SIGTERM or SIGINT, then drain and exit 0 (1 on a fatal error)."""
     import signal
 
-    running = build(settings)
+    try:
+        running = build(settings)
+    except (StoreError, KafkaError, OSError) as exc:
+        log.error("cannot start", extra={"error": str(exc)})
+        return 1
     log.info("metrics listening", extra={"port": running.server.port})
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: running.agent.stop())
     try:
         running.agent.run()
+    except (StoreError, KafkaError) as exc:
+        log.error("agent stopped on an error", extra={"error": str(exc)})
+        return 1
     finally:
         running.close()
     return 0

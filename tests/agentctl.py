@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.core.config import CoreConfig
 from agent.core.event import RejectedEvent
 from agent.core.state import PartitionState
+from agent.io.broker import written_at
 from agent.io.embedded import free_port, wait_until
 from tests.services import http_get
 
@@ -161,7 +162,7 @@ def uninterrupted(records: list, config: CoreConfig | None = None) -> PartitionS
     state = PartitionState(config or CoreConfig())
     for record in records:
         try:
-            state.process(record.value)
+            state.process(record.value, now=written_at(record))
         except RejectedEvent:
             pass
     return state

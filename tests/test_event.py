@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -241,7 +242,89 @@ def test_pii_guard_bounds():
     assert reason_of(raw(make(query={"id": "q" * 7}))) == "invalid_field:query.id"
     assert reason_of(raw(make(query={"id": "jürgen.müller"}))) == "invalid_field:query.id"
     assert privacy_violation({"query": "a b"}) == "" and privacy_violation(["a b"]) == ""
-    assert privacy_violation({"query": {"id": 12345678, "terms": "a b"}}) == ""
+    # A hashed field of the wrong type is still scanned: its raw text is withheld.
+    assert privacy_violation({"query": {"id": 12345678, "terms": "a b"}}) == "query.terms"
+    assert privacy_violation({"query": {"id": 12345678, "terms": [1, None, True, 2.5, {"k": 3}]}}) == ""
+    # A hash-token-shaped string is not raw, whatever shape holds it.
+    assert privacy_violation({"query": {"id": ["qH7fK2mP9xQ4"], "terms": {"tA1b2C3d4": ["g-_9" * 2]}}}) == ""
+    assert reason_of(raw(make(query={"id": ["qH7fK2mP9xQ4"]}))) == "invalid_field:query.id"
+
+
+def _result(**fields) -> dict:
+    return {**BASE["results"][0], **fields}
+
+
+_RAW_TEXTS = (RAW_EMAIL, "alice smith", "x" * 129)
+
+
+@pytest.mark.parametrize(
+    ("doc", "path"),
+    [
+        pytest.param(make(principal={"tenant": "acme", "groups": RAW_EMAIL}), "principal.groups", id="groups-str"),
+        pytest.param(make(query={"id": "qH7fK2mP9xQ4", "terms": "alice smith " + RAW_EMAIL}), "query.terms", id="terms-str"),
+        pytest.param(make(query={"id": [RAW_EMAIL]}), "query.id[0]", id="id-list"),
+        pytest.param(make(query={"id": {"v": RAW_EMAIL}}), "query.id", id="id-dict-value"),
+        pytest.param(make(query={"id": "qH7fK2mP9xQ4", "terms": [[RAW_EMAIL]]}), "query.terms[0][0]", id="terms-nested"),
+        pytest.param(make(query={"id": "qH7fK2mP9xQ4", "terms": ["t" * 8, [["t" * 8, "x" * 129]]]}), "query.terms[1][0][1]", id="terms-deep-long"),
+        pytest.param(make(query={"id": "qH7fK2mP9xQ4", "terms": {RAW_EMAIL: 1}}), "query.terms", id="terms-dict-key"),
+        pytest.param(make(principal={"tenant": "acme", "groups": [{"g": ["gA1b2C3d4E5f", "alice smith"]}]}), "principal.groups[0]", id="groups-dict"),
+        pytest.param(make(results={"acl": RAW_EMAIL}), "results.acl", id="results-dict-acl-str"),
+        pytest.param(make(results={"acl": [[RAW_EMAIL]]}), "results.acl[0][0]", id="results-dict-acl-nested"),
+        pytest.param(make(results=[_result(acl=RAW_EMAIL)]), "results[0].acl", id="acl-str"),
+        pytest.param(make(results=[_result(), _result(acl=[["aA1b2C3d4", [RAW_EMAIL]]])]), "results[1].acl[0][1][0]", id="acl-nested"),
+        pytest.param(make(results=[_result(acl={"team": {"k": "Finance Team"}})]), "results[0].acl", id="acl-dict"),
+        pytest.param(make(results=[_result(acl={"Finance Team": []})]), "results[0].acl", id="acl-dict-key"),
+        pytest.param(make(results=[[_result(), _result(acl=[RAW_EMAIL])]]), "results[0][1].acl[0]", id="results-nested"),
+        pytest.param(make(query=[{"id": RAW_EMAIL}]), "query[0].id", id="query-list"),
+        pytest.param([BASE, BASE, make(query={"id": RAW_EMAIL})], "[2].query.id", id="array-of-events"),
+        pytest.param([BASE, [make(principal={"tenant": "acme", "groups": [RAW_EMAIL]})]], "[1][0].principal.groups[0]", id="nested-arrays"),
+        pytest.param([make(query={"id": "alice smith"}), make(query={"id": RAW_EMAIL})], "[0].query.id", id="array-first-wins"),
+    ],
+)
+def test_pii_guard_scans_every_shape_of_a_hashed_field(doc, path):
+    assert privacy_violation(copy.deepcopy(doc)) == path
+    with pytest.raises(RejectedEvent) as info:
+        decode(raw(doc))
+    exc = info.value
+    assert exc.reason == "pii_suspected" and exc.detail == path
+    for text in (str(exc), repr(exc), *map(str, exc.args)):
+        for value in (*_RAW_TEXTS, "alice", "Finance", "example.com"):
+            assert value not in text
+
+
+def test_pii_guard_ignores_raw_text_outside_hashed_fields():
+    doc = make(
+        x_note="alice smith " + RAW_EMAIL,
+        query={"id": "qH7fK2mP9xQ4", "x_text": RAW_EMAIL},
+        principal={"tenant": "acme", "groups": ["gA1b2C3d4E5f"], "x_name": "Alice Smith"},
+        results=[_result(source="wiki page by " + RAW_EMAIL, x_acl=[RAW_EMAIL]), {**BASE["results"][1], "acl": ["aA1b2C3d4"]}],
+        feedback={"comment": RAW_EMAIL},
+    )
+    assert privacy_violation(doc) == ""
+    try:
+        decode(raw(doc))
+    except RejectedEvent as exc:
+        assert exc.reason != "pii_suspected"
+    decoded = decode(raw(make(results=[_result(source="wiki page by " + RAW_EMAIL)], x_note=RAW_EMAIL)))
+    assert decoded.event.results[0].source.endswith(RAW_EMAIL) and decoded.unknown_fields == 1
+    assert privacy_violation([doc, {"acl": RAW_EMAIL, "id": RAW_EMAIL, "terms": RAW_EMAIL}]) == ""
+    assert privacy_violation({"results": [{"source": {"acl": RAW_EMAIL}}]}) == ""
+
+
+def test_pii_guard_handles_the_deepest_document_the_parser_accepts():
+    deep: object = ["t" * 8] * 3 + [RAW_EMAIL]
+    for _ in range(900):
+        deep = [deep]
+    doc = make(query={"id": "qH7fK2mP9xQ4", "terms": deep})
+    path = privacy_violation(doc)  # too deep to name in full: an ancestor of the finding
+    assert path.startswith("query.terms[0][0]") and len(path) <= 200 and re.fullmatch(r"query\.terms(\[0\])+", path)
+    with pytest.raises(RejectedEvent) as info:
+        decode(raw(doc))
+    assert info.value.reason == "pii_suspected" and info.value.detail == path
+    clean: object = ["t" * 8] * 3
+    for _ in range(900):
+        clean = [{"k": clean}]
+    assert privacy_violation(make(query={"id": "qH7fK2mP9xQ4", "terms": clean})) == ""
 
 
 # --------------------------------------------------------------------------- max_bytes

@@ -26,6 +26,7 @@ class CoreConfig:
     windows: tuple[tuple[str, int], ...] = (("5m", 300), ("1h", 3600), ("24h", 86400))
     bucket_seconds: int = 60
     lateness_seconds: int = 300
+    max_future_seconds: int = 3600  # events dated further ahead of their write time stay out of windows
     # Per dimension: a fixed list of allowed values, or None for "first N seen".
     label_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
     max_label_values: int = 200
@@ -42,6 +43,8 @@ class CoreConfig:
                 raise ValueError(f"window {name}: {seconds}s is not a positive multiple of {self.bucket_seconds}s")
         if self.lateness_seconds < 0:
             raise ValueError("lateness_seconds must be >= 0")
+        if self.max_future_seconds < 0:
+            raise ValueError("max_future_seconds must be >= 0")
         if self.max_label_values < 1:
             raise ValueError("max_label_values must be >= 1")
         unknown = set(self.label_values) - set(LABEL_DIMENSIONS)

@@ -9,6 +9,7 @@ conversion, so both paths enforce exactly the same rules.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import date, datetime, timezone
 from functools import lru_cache
 from typing import Annotated, Any, Literal
@@ -302,29 +303,79 @@ def _path(message: str) -> str:
     return path or "$"
 
 
+# Where the hashed fields sit, as keys from the top of one event.
+_HASHED_PATHS = (("query", "id"), ("query", "terms"), ("principal", "groups"), ("results", "acl"))
+_PATH_SHOWN = 200  # longest path a rejection names; a deeper finding names an ancestor
+
+# A path under construction: None (the top) or (parent path, segment), rendered
+# only for a finding, so a deeply nested document costs one small tuple per node
+# rather than one long string.
+_Path = Any
+
+
 def privacy_violation(doc: Any) -> str:
-    """Name the first hashed field holding text that looks raw, or ''."""
-    if not isinstance(doc, dict):
-        return ""
-    query = doc.get("query") if isinstance(doc.get("query"), dict) else {}
-    principal = doc.get("principal") if isinstance(doc.get("principal"), dict) else {}
-    results = doc.get("results") if isinstance(doc.get("results"), list) else []
-    candidates: list[tuple[str, Any]] = [("query.id", query.get("id"))]
-    candidates += _items("query.terms", query.get("terms"))
-    candidates += _items("principal.groups", principal.get("groups"))
-    for i, result in enumerate(results):
-        if isinstance(result, dict):
-            candidates += _items(f"results[{i}].acl", result.get("acl"))
-    for path, value in candidates:
-        if isinstance(value, str) and _looks_raw(value):
-            return path
+    """Name the first hashed field holding text that looks raw, or ''.
+
+    Runs before any shape check, so it trusts no shape: on the way to a hashed
+    field every list is walked (a top-level array of events, `results`, or a
+    list where an object belongs), and at a hashed field every string below it
+    counts, whatever its type or nesting, object keys included. Only hashed
+    fields count: raw text elsewhere is not a privacy suspect. The path names
+    positions, never content: list positions are given (`query.terms[0][1]`,
+    `[2].query.id` for the third event of a top-level array), but an object
+    below a hashed field is named as a whole, since its keys are data too.
+    """
+    for path, text in _hashed_strings(doc):
+        if _looks_raw(text):
+            return _render(path)
     return ""
 
 
-def _items(path: str, values: Any) -> list[tuple[str, Any]]:
-    if not isinstance(values, list):
-        return []
-    return [(f"{path}[{i}]", v) for i, v in enumerate(values)]
+def _hashed_strings(doc: Any) -> Iterator[tuple[_Path, str]]:
+    """Every string at or below a hashed field, with its path, in document order.
+
+    Iterative, since a parsed document may nest as deep as the parser allows.
+    """
+    stack: list[tuple[_Path, Any, tuple[tuple[str, ...], ...]]] = [(None, doc, _HASHED_PATHS)]
+    while stack:
+        path, node, wanted = stack.pop()
+        if () in wanted:  # at a hashed field: everything below it counts
+            yield from _strings(path, node)
+        elif isinstance(node, list):
+            stack.extend(((path, f"[{i}]"), node[i], wanted) for i in reversed(range(len(node))))
+        elif isinstance(node, dict):
+            heads = {head: None for head, *_ in wanted if head in node}  # ordered, unique
+            for head in reversed(heads):
+                rest = tuple(tuple(tail) for first, *tail in wanted if first == head)
+                stack.append(((path, f".{head}" if path else head), node[head], rest))
+
+
+def _strings(path: _Path, node: Any) -> Iterator[tuple[_Path, str]]:
+    """Every string in `node`; below an object, each found at the object's path."""
+    stack: list[tuple[_Path, Any, bool]] = [(path, node, False)]
+    while stack:
+        path, node, in_object = stack.pop()
+        if isinstance(node, str):
+            yield path, node
+        elif isinstance(node, list):
+            for i in reversed(range(len(node))):
+                stack.append((path if in_object else (path, f"[{i}]"), node[i], in_object))
+        elif isinstance(node, dict):  # keys are data: scanned, never named
+            for key, value in reversed(node.items()):
+                stack += ((path, value, True), (path, key, True))
+
+
+def _render(path: _Path) -> str:
+    segments = []
+    while path is not None:
+        path, segment = path
+        segments.append(segment)
+    text = ""
+    for segment in reversed(segments):
+        if len(text) + len(segment) > _PATH_SHOWN:
+            break
+        text += segment
+    return text or "$"
 
 
 def _looks_raw(value: str) -> bool:

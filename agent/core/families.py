@@ -10,5 +10,7 @@ OBSERVERS = tuple(module.observe for module in MODULES)
 BOOKKEEPING = (
     Counter("late_events", (), "Events older than the allowed lateness: in totals, not in windows.", windowed=False),
     Counter("unknown_fields", (), "Fields the agent ignored.", windowed=False),
+    Counter("future_events", (), "Events dated too far ahead of their write time: in totals, not in windows.",
+            windowed=False),
 )
 FAMILIES: tuple[Family, ...] = tuple(chain.from_iterable(m.METRICS for m in MODULES)) + BOOKKEEPING

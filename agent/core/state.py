@@ -31,19 +31,20 @@ class PartitionState:
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
         self.windows = Windows(config)
 
-    def ingest(self, event: Event, unknown_fields: int = 0) -> None:
+    def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> None:
+        """Fold one event in; `now` is when it was written, if known (see Windows.slot)."""
         ts = event.ts.timestamp()
-        tally = self.windows.slot(ts)
+        tally = self.windows.slot(ts, now)
         view = View(event, ts, self.labels["app"](event.app), admitted_set(event), self.config, self.labels, self.vocabulary)
         for observe in OBSERVERS:
             observe(view, tally)
         if unknown_fields:
             inc(tally, ("unknown_fields",), unknown_fields)
 
-    def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Decoded:
+    def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Decoded:
         """Decode and ingest one message; raises `RejectedEvent` and changes nothing if bad."""
         decoded = decode(raw, max_bytes)
-        self.ingest(decoded.event, decoded.unknown_fields)
+        self.ingest(decoded.event, decoded.unknown_fields, now)
         return decoded
 
     def totals(self) -> Tally:

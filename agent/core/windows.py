@@ -3,8 +3,9 @@
 Each event lands in the bucket of its minute. Buckets older than the longest
 window plus the allowed lateness are folded into `retired`, so memory is
 bounded and `totals()` still covers every event. Events older than the
-watermark minus the lateness are late: they count in the totals, not in any
-window. Buckets are filled in stream order and folded in minute order, so the
+watermark minus the lateness are late, and events dated too far ahead of
+when they were written are future events: both count in the totals, not in
+any window. Buckets are filled in stream order and folded in minute order, so the
 sums do not depend on how the stream was cut into batches.
 
 Summing a day of minute buckets on every snapshot would cost a lot, so hours
@@ -31,11 +32,20 @@ class Windows:
         self._blocks: dict[int, Tally] = {}  # sealed hour -> sum of its buckets
         self._per_block = max(1, 3600 // config.bucket_seconds)
 
-    def slot(self, ts: float) -> Tally:
-        """The tally an event at `ts` adds into: its bucket, or `retired` if late."""
+    def slot(self, ts: float, now: float | None = None) -> Tally:
+        """The tally an event at `ts` adds into: its bucket, or `retired` if late.
+
+        `now` is the time the event was written, when known (the Kafka record
+        timestamp). An event dated further ahead of it than allowed is kept out
+        of the windows: one wrong clock must not move the watermark into the
+        future and make every later event late.
+        """
         watermark = self.watermark
         if watermark is not None and ts < watermark - self.config.lateness_seconds:
             inc(self.retired, ("late_events",))
+            return self.retired
+        if now is not None and ts > now + self.config.max_future_seconds:
+            inc(self.retired, ("future_events",))
             return self.retired
         index = int(ts // self.config.bucket_seconds)
         if watermark is None or ts > watermark:

@@ -40,30 +40,45 @@ def consumer(settings: KafkaSettings, client_id: str) -> KafkaConsumer:
 
 
 def producer(settings: KafkaSettings, client_id: str) -> KafkaProducer:
+    """The dead-letter producer: room for any message the agent accepts, plus headers."""
     return KafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
         client_id=client_id,
         acks="all",
         linger_ms=20,
+        max_request_size=max(1 << 20, settings.max_message_bytes + (64 << 10)),
         **settings.client,
     )
 
 
-def dead_letter(record: ConsumerRecord, reason: str, kind: str) -> tuple[bytes, list[tuple[str, bytes]]]:
-    """The dead-letter value and headers for a rejected record.
+def dead_letter(record: ConsumerRecord, reason: str, kind: str,
+                withhold: bool = False) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
+    """Value, key and headers of the dead letter for a rejected record."""
+    if withhold or kind in WITHHELD:
+        return dead_letter_facts(record.topic, record.partition, record.offset, reason)
+    return record.value or b"", record.key, _headers(record.topic, record.partition, record.offset, reason, b"original")
 
-    A withheld payload is an empty value with `ragdrift-payload: withheld`
-    (not null: Kafka refuses a record with neither key nor value).
-    """
-    withheld = kind in WITHHELD
-    headers = [
+
+def dead_letter_facts(topic: str, partition: int, offset: int,
+                      reason: str) -> tuple[bytes, None, list[tuple[str, bytes]]]:
+    """A dead letter that carries where and why only: empty value, no key
+    (Kafka refuses a record with neither, hence empty rather than null)."""
+    return b"", None, _headers(topic, partition, offset, reason, b"withheld")
+
+
+def _headers(topic: str, partition: int, offset: int, reason: str, payload: bytes) -> list[tuple[str, bytes]]:
+    return [
         (REASON_HEADER, reason.encode()),
-        ("ragdrift-source-topic", record.topic.encode()),
-        ("ragdrift-source-partition", str(record.partition).encode()),
-        ("ragdrift-source-offset", str(record.offset).encode()),
-        ("ragdrift-payload", b"withheld" if withheld else b"original"),
+        ("ragdrift-source-topic", topic.encode()),
+        ("ragdrift-source-partition", str(partition).encode()),
+        ("ragdrift-source-offset", str(offset).encode()),
+        ("ragdrift-payload", payload),
     ]
-    return (b"" if withheld else record.value or b""), headers
+
+
+def written_at(record: ConsumerRecord) -> float | None:
+    """When the record was written (epoch s), from its Kafka timestamp, if it has one."""
+    return record.timestamp / 1000 if record.timestamp is not None and record.timestamp > 0 else None
 
 
 def header(record: ConsumerRecord, name: str) -> str | None:

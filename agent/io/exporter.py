@@ -33,7 +33,7 @@ from agent.core.config import CoreConfig
 from agent.core.families import FAMILIES
 from agent.core.labels import OTHER
 from agent.core.sources import concentration
-from agent.core.tally import Counter, Histogram, Key, Tally
+from agent.core.tally import Counter, Histogram, Key, Tally, total
 
 PREFIX = "ragdrift_"
 # Which family ranks the values of each label dimension.
@@ -44,7 +44,7 @@ VOLUME = {
     "query_type": "query_type_retrievals",
     "language": "query_language_retrievals",
 }
-EXEMPLAR_FAMILIES = ("unauthorized_results", "unauthorized_retrievals", "stale_results", "stale_conflict_retrievals")
+EXEMPLAR_FAMILIES = ("unauthorized_results", "unauthorized_retrievals", "stale_results")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class Snapshot:
     assigned: int = 0
     last_checkpoint: float | None = None
     checkpoints: dict[str, int] = field(default_factory=dict)
+    resets: int = 0  # partitions whose log restarted below their checkpoint
 
 
 class RagdriftCollector:
@@ -69,6 +70,7 @@ class RagdriftCollector:
         self.snapshot = Snapshot()
         self._families = {f.name: f for f in FAMILIES}
         self._kept: dict[str, set[str]] = {dim: set() for dim in VOLUME}
+        self._last: Tally = {}  # last exported counter values, see _steady
         self._lock = threading.Lock()
 
     def publish(self, snapshot: Snapshot) -> None:
@@ -76,8 +78,9 @@ class RagdriftCollector:
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snapshot
-        keep = self._top_values(snap.counters)
-        counters = self._fold(snap.counters, keep)
+        longest = max(snap.windows.values(), key=len, default={})
+        keep = self._top_values(total([snap.counters, longest]))
+        counters = self._steady(self._fold(snap.counters, keep))
         apps = sorted({k[1] for k in counters if k[0] == "retrievals"})
         yield from self._health(snap)
         for family in FAMILIES:
@@ -87,6 +90,7 @@ class RagdriftCollector:
                 yield self._histogram(family, counters)
         windows = {name: self._fold(tally, keep) for name, tally in snap.windows.items()}
         yield from self._window_gauges(windows)
+        yield from self._concentration(snap.windows)
 
     def _top_values(self, counters: Tally) -> dict[str, set[str]]:
         """Label values to show: sticky for the process, so a counter series
@@ -121,6 +125,19 @@ class RagdriftCollector:
                     labels[i] = OTHER
             out[(key[0], *labels)] += value
         return out
+
+    def _steady(self, counters: Tally) -> Tally:
+        """Hide float noise: regrouping the same observations can move a sum
+        down by an ulp, which Prometheus would read as a counter reset. A real
+        decrease (a histogram of negative scores) is far larger and passes."""
+        with self._lock:
+            out = {}
+            for key, value in counters.items():
+                last = self._last.get(key)
+                if last is not None and last - 1e-9 * max(1.0, abs(last)) <= value < last:
+                    value = last
+                out[key] = self._last[key] = value
+            return out
 
     def _counter(self, family: Counter, counters: Tally, apps: list[str], exemplars: dict) -> Metric:
         metric = CounterMetricFamily(PREFIX + family.name, family.help, labels=family.labels)
@@ -180,14 +197,19 @@ class RagdriftCollector:
     def _ratios(self, windows: dict[str, Tally]) -> Iterator[Metric]:
         zero = GaugeMetricFamily(f"{PREFIX}window_zero_result_ratio", "Zero-result events / events, per replica.", labels=["app", "window"])
         new_terms = GaugeMetricFamily(f"{PREFIX}window_new_term_ratio", "New-term occurrences / term occurrences, per replica.", labels=["app", "window"])
-        hhi = GaugeMetricFamily(f"{PREFIX}window_source_hhi_ratio", "Herfindahl index of admitted results over sources.", labels=["window"])
-        top = GaugeMetricFamily(f"{PREFIX}window_top_source_share_ratio", "Largest source's share of admitted results.", labels=["window"])
         for window, tally in windows.items():
             for key, events in sorted(tally.items()):
                 if key[0] == "retrievals" and events:
                     zero.add_metric([key[1], window], tally.get(("zero_result_retrievals", key[1]), 0) / events)
                 elif key[0] == "query_terms" and events:
                     new_terms.add_metric([key[1], window], tally.get(("query_new_terms", key[1]), 0) / events)
+        yield from (zero, new_terms)
+
+    def _concentration(self, windows: dict[str, Tally]) -> Iterator[Metric]:
+        """From the sources as the core keeps them, before any top-N folding."""
+        hhi = GaugeMetricFamily(f"{PREFIX}window_source_hhi_ratio", "Herfindahl index of admitted results over sources.", labels=["window"])
+        top = GaugeMetricFamily(f"{PREFIX}window_top_source_share_ratio", "Largest source's share of admitted results.", labels=["window"])
+        for window, tally in windows.items():
             by_source: dict[str, float] = defaultdict(float)
             for key, value in tally.items():
                 if key[0] == "admitted_results":
@@ -196,7 +218,7 @@ class RagdriftCollector:
                 h, t = concentration(by_source)
                 hhi.add_metric([window], h)
                 top.add_metric([window], t)
-        yield from (zero, new_terms, hhi, top)
+        yield from (hhi, top)
 
     def _health(self, snap: Snapshot) -> Iterator[Metric]:
         info = InfoMetricFamily(f"{PREFIX}build", "Build metadata.")
@@ -219,6 +241,9 @@ class RagdriftCollector:
         if snap.last_checkpoint is not None:
             yield GaugeMetricFamily(f"{PREFIX}last_checkpoint_timestamp_seconds", "Time of the last successful checkpoint.", value=snap.last_checkpoint)
             yield GaugeMetricFamily(f"{PREFIX}checkpoint_age_seconds", "Seconds since the last successful checkpoint.", value=max(0.0, self.clock() - snap.last_checkpoint))
+        resets = CounterMetricFamily(f"{PREFIX}offset_resets", "Partitions restarted afresh because their log began below the checkpoint.")
+        resets.add_metric([], snap.resets)
+        yield resets
         checkpoints = CounterMetricFamily(f"{PREFIX}checkpoints", "Checkpoint transactions by outcome.", labels=["outcome"])
         for outcome in ("ok", "error"):
             checkpoints.add_metric([outcome], snap.checkpoints.get(outcome, 0))

@@ -75,6 +75,7 @@ class MetricsSettings:
 class WindowSettings:
     windows: dict[str, int] = field(default_factory=lambda: {"5m": 300, "1h": 3600, "24h": 86400})
     lateness_seconds: int = 300
+    max_future_seconds: int = 3600
     max_label_values: int = 200
     labels: dict[str, list[str]] = field(default_factory=dict)
     vocabulary_bits: int = 1 << 20
@@ -111,6 +112,7 @@ class Settings:
         return CoreConfig(
             windows=tuple(w.windows.items()),
             lateness_seconds=w.lateness_seconds,
+            max_future_seconds=w.max_future_seconds,
             label_values={k: tuple(v) for k, v in w.labels.items()},
             max_label_values=w.max_label_values,
             buckets=buckets,
@@ -181,7 +183,9 @@ def _secret_key(key: str) -> bool:
 
 
 def _read_secret_files(client: dict) -> None:
-    for key in [k for k in client if k.endswith("_file") and k != "ssl_cafile"]:
+    # kafka-python's own path options (ssl_cafile, ssl_certfile, ...) end in
+    # "file", not "_file", so they pass through as paths.
+    for key in [k for k in client if k.endswith("_file")]:
         target = key[: -len("_file")]
         try:
             client[target] = Path(client.pop(key)).read_text().strip()
@@ -242,13 +246,29 @@ def _check(s: Settings) -> None:
     need(s.kafka.dead_letter_topic not in s.kafka.topics, "kafka.dead_letter_topic", "must differ from the topics consumed")
     need(s.kafka.auto_offset_reset in ("earliest", "latest"), "kafka.auto_offset_reset", "must be earliest or latest")
     need(s.kafka.max_message_bytes > 0, "kafka.max_message_bytes", "must be > 0")
+    need(s.kafka.poll_timeout_ms > 0, "kafka.poll_timeout_ms", "must be > 0")
+    need(s.kafka.max_poll_records >= 1, "kafka.max_poll_records", "must be >= 1")
+    need(s.kafka.session_timeout_ms > 0, "kafka.session_timeout_ms", "must be > 0")
+    need(s.kafka.heartbeat_interval_ms > 0, "kafka.heartbeat_interval_ms", "must be > 0")
+    need(s.kafka.heartbeat_interval_ms < s.kafka.session_timeout_ms, "kafka.heartbeat_interval_ms",
+         "must be below kafka.session_timeout_ms")
     need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")
     need(s.store.url.split(":", 1)[0].split("+")[0] in ("sqlite", "postgresql"), "store.url", "must be sqlite:///... or postgresql://...")
     need(0 <= s.metrics.port < 65536, "metrics.port", "must be a TCP port (0 picks a free one)")
     need(s.metrics.top_n >= 1, "metrics.top_n", "must be >= 1")
+    need(s.metrics.snapshot_interval_seconds > 0, "metrics.snapshot_interval_seconds", "must be > 0")
+    need(s.metrics.stalled_after_seconds > 0, "metrics.stalled_after_seconds", "must be > 0")
+    need(s.metrics.ready_max_lag >= 0, "metrics.ready_max_lag", "must be >= 0")
     need((s.metrics.tls.cert_file is None) == (s.metrics.tls.key_file is None), "metrics.tls", "cert_file and key_file go together")
     need(s.logging.format in ("auto", "json", "text"), "logging.format", "must be auto, json or text")
     need(s.logging.level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "logging.level", "must be DEBUG, INFO, WARNING or ERROR")
+    need(s.windows.lateness_seconds >= 0, "windows.lateness_seconds", "must be >= 0")
+    need(s.windows.max_future_seconds >= 0, "windows.max_future_seconds", "must be >= 0")
+    need(s.windows.max_label_values >= 1, "windows.max_label_values", "must be >= 1")
+    # The vocabulary is a Bloom filter of vocabulary_bits / 8 bytes.
+    need(s.windows.vocabulary_bits >= 8 and s.windows.vocabulary_bits % 8 == 0, "windows.vocabulary_bits",
+         "must be a positive multiple of 8")
+    need(s.windows.vocabulary_hashes >= 1, "windows.vocabulary_hashes", "must be >= 1")
     for dim in s.windows.labels:
         need(dim in LABEL_DIMENSIONS, f"windows.labels.{dim}", f"unknown label dimension (known: {', '.join(LABEL_DIMENSIONS)})")
     for app, bounds in s.metrics.score_buckets.items():

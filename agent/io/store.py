@@ -103,7 +103,7 @@ class Store:
             # Never move a partition backwards: a replica that lost its
             # partitions without noticing cannot undo its successor's work.
             where=self.checkpoints.c.next_offset <= stmt.excluded.next_offset,
-        )
+        ).returning(self.checkpoints.c.next_offset)  # no row back: the write was refused
         sealed = [
             {"group_id": group_id, "topic": c.topic, "partition": c.partition, "bucket": i, "tally": orjson.dumps(items)}
             for c in checkpoints
@@ -115,7 +115,12 @@ class Store:
         b = self.buckets.c
         try:
             with self.engine.begin() as conn:
-                conn.execute(stmt, rows)
+                for row in rows:
+                    if conn.execute(stmt, row).first() is None:
+                        raise StoreError(
+                            f"checkpoint of {row['topic']}[{row['partition']}] at {row['next_offset']} refused: "
+                            "the stored offset is ahead (another replica owns this partition)"
+                        )
                 if sealed:
                     conn.execute(insert_sealed, sealed)
                 for c in checkpoints:
@@ -145,6 +150,18 @@ class Store:
         if row is None:
             return None
         return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state), sealed)
+
+    def reset(self, group_id: str, topic: str, partition: int) -> None:
+        """Forget a partition's checkpoint (its log was recreated)."""
+        c, b = self.checkpoints.c, self.buckets.c
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(delete(self.checkpoints).where(
+                    c.group_id == group_id, c.topic == topic, c.partition == partition))
+                conn.execute(delete(self.buckets).where(
+                    b.group_id == group_id, b.topic == topic, b.partition == partition))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot reset checkpoint: {exc.__class__.__name__}: {exc}") from exc
 
     def ping(self) -> bool:
         try:

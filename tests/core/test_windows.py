@@ -331,3 +331,20 @@ def test_sealed_hour_sums_equal_minute_by_minute_sums():
     assert state.windows._blocks, "long streams use remembered hour sums"
     restored = PartitionState.from_dict(config, orjson.loads(orjson.dumps(state.to_dict())))
     assert restored.totals() == state.totals()
+
+
+def test_an_event_far_ahead_of_its_write_time_stays_out_of_the_windows():
+    """One producer with a wrong clock must not make every later event late."""
+    state = PartitionState(CoreConfig(max_future_seconds=600))
+    state.ingest(decode(orjson.dumps(ev(T0))).event, now=T0)
+    state.ingest(decode(orjson.dumps(ev(T0 + 10**8))).event, now=T0 + 1)  # years ahead
+    state.ingest(decode(orjson.dumps(ev(T0 + 30))).event, now=T0 + 30)
+    totals = state.totals()
+    assert totals[("future_events",)] == 1 and totals[("retrievals", APP)] == 3
+    assert "late_events" not in {k[0] for k in totals}
+    assert state.windows.watermark == T0 + 30
+    assert state.windows.window(300, T0 + 30)[("retrievals", APP)] == 2
+    # Without a write time (replay of a file) the event time is taken as it is.
+    replayed = PartitionState(CoreConfig(max_future_seconds=600))
+    replayed.ingest(decode(orjson.dumps(ev(T0 + 10**8))).event)
+    assert replayed.windows.watermark == T0 + 10**8

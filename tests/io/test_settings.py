@@ -4,10 +4,13 @@ every validation error naming its key."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
+import typing
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agent.core.config import DEFAULT_BUCKETS, CoreConfig
 from agent.io.settings import ConfigError, KafkaSettings, Settings, load
@@ -188,12 +191,14 @@ def test_client_key_file_reads_a_secret_file(tmp_path):
             sasl_plain_username: ragdrift
             sasl_plain_password_file: {secret}
             ssl_cafile: /etc/kafka/ca.pem
+            ssl_certfile: /etc/kafka/client.pem
         """)
     s = load(path, environ={})
     assert s.kafka.client == {
         "sasl_plain_username": "ragdrift",
         "sasl_plain_password": "s3cret-value",  # trailing newline stripped
-        "ssl_cafile": "/etc/kafka/ca.pem",  # a path kafka-python reads itself
+        "ssl_cafile": "/etc/kafka/ca.pem",  # paths kafka-python reads itself
+        "ssl_certfile": "/etc/kafka/client.pem",
     }
 
 
@@ -296,6 +301,51 @@ def test_window_checks(tmp_path, text, word):
     assert message.startswith("windows") and word in message
 
 
+@pytest.mark.parametrize(("text", "key"), [
+    ("kafka: {poll_timeout_ms: 0}\n", "kafka.poll_timeout_ms"),
+    ("kafka: {poll_timeout_ms: -500}\n", "kafka.poll_timeout_ms"),
+    ("kafka: {max_poll_records: 0}\n", "kafka.max_poll_records"),
+    ("kafka: {session_timeout_ms: 0}\n", "kafka.session_timeout_ms"),
+    ("kafka: {heartbeat_interval_ms: 0}\n", "kafka.heartbeat_interval_ms"),
+    ("kafka: {heartbeat_interval_ms: -1}\n", "kafka.heartbeat_interval_ms"),
+    ("kafka: {session_timeout_ms: 6000, heartbeat_interval_ms: 6000}\n", "kafka.heartbeat_interval_ms"),
+    ("kafka: {heartbeat_interval_ms: 20000}\n", "kafka.heartbeat_interval_ms"),  # default session 10 s
+    ("metrics: {snapshot_interval_seconds: 0}\n", "metrics.snapshot_interval_seconds"),
+    ("metrics: {snapshot_interval_seconds: -1}\n", "metrics.snapshot_interval_seconds"),
+    ("metrics: {stalled_after_seconds: 0}\n", "metrics.stalled_after_seconds"),
+    ("metrics: {ready_max_lag: -1}\n", "metrics.ready_max_lag"),
+    ("windows: {lateness_seconds: -1}\n", "windows.lateness_seconds"),
+    ("windows: {max_label_values: 0}\n", "windows.max_label_values"),
+    ("windows: {vocabulary_bits: 1001}\n", "windows.vocabulary_bits"),
+    ("windows: {vocabulary_bits: 0}\n", "windows.vocabulary_bits"),
+    ("windows: {vocabulary_bits: -8}\n", "windows.vocabulary_bits"),
+    ("windows: {vocabulary_hashes: 0}\n", "windows.vocabulary_hashes"),
+])
+def test_numeric_ranges_name_the_dotted_key(tmp_path, text, key):
+    # Caught at start-up (and by check-config), not later inside a Kafka callback.
+    message = error(tmp_path, text)
+    assert message.startswith(f"{key}: "), message
+
+
+def test_numeric_range_errors_reach_the_environment_too():
+    with pytest.raises(ConfigError, match=r"^windows\.vocabulary_bits: must be a positive multiple of 8"):
+        load(environ={"RAGDRIFT_WINDOWS__VOCABULARY_BITS": "1001"})
+
+
+def test_numeric_range_boundaries_are_accepted(tmp_path):
+    s = load(write(tmp_path, """\
+        kafka: {poll_timeout_ms: 1, max_poll_records: 1, session_timeout_ms: 2, heartbeat_interval_ms: 1}
+        metrics: {snapshot_interval_seconds: 0.1, stalled_after_seconds: 0.5, ready_max_lag: 0}
+        windows: {lateness_seconds: 0, max_label_values: 1, vocabulary_bits: 8, vocabulary_hashes: 1}
+        """), environ={})
+    assert (s.kafka.poll_timeout_ms, s.kafka.max_poll_records) == (1, 1)
+    assert (s.kafka.session_timeout_ms, s.kafka.heartbeat_interval_ms) == (2, 1)
+    assert s.metrics.snapshot_interval_seconds == 0.1 and s.metrics.stalled_after_seconds == 0.5
+    assert s.metrics.ready_max_lag == 0
+    assert s.windows.lateness_seconds == 0 and s.windows.max_label_values == 1
+    assert (s.windows.vocabulary_bits, s.windows.vocabulary_hashes) == (8, 1)
+
+
 def test_lowercase_level_is_accepted(tmp_path):
     assert load(write(tmp_path, "logging: {level: info}\n"), environ={}).logging.level == "info"
 
@@ -345,3 +395,43 @@ def test_core_per_app_buckets_without_a_default(tmp_path):
 def test_settings_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         KafkaSettings().group_id = "x"  # type: ignore[misc]
+
+
+# -- the documented example ----------------------------------------------------------
+
+
+def _setting_keys(cls: type, prefix: str = "") -> set[str]:
+    hints = typing.get_type_hints(cls)
+    keys: set[str] = set()
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            keys |= _setting_keys(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            keys.add(prefix + f.name)
+    return keys
+
+
+def _example_keys(doc: dict, cls: type, prefix: str = "") -> set[str]:
+    hints = typing.get_type_hints(cls)
+    keys: set[str] = set()
+    for name, value in doc.items():
+        if dataclasses.is_dataclass(hints.get(name)):
+            keys |= _example_keys(value, hints[name], f"{prefix}{name}.")
+        else:
+            keys.add(prefix + name)
+    return keys
+
+
+def test_operations_example_lists_every_key_and_loads(tmp_path):
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    block = re.search(r"```yaml\n(kafka:.*?)```", text, re.DOTALL).group(1)
+    doc = yaml.safe_load(block)
+    assert _example_keys(doc, Settings) == _setting_keys(Settings)
+    # Every key of a section carries a one-line comment.
+    bare = [line.strip() for line in block.splitlines() if re.match(r"^  \w+:", line) and "#" not in line]
+    assert bare == [], f"keys without a comment in operations.md: {bare}"
+    secret = tmp_path / "pw"
+    secret.write_text("x")
+    doc["kafka"]["client"]["sasl_plain_password_file"] = str(secret)
+    s = load(write(tmp_path, yaml.safe_dump(doc)), environ={})
+    assert s.kafka.client["sasl_plain_password"] == "x"

@@ -88,9 +88,13 @@ def test_a_checkpoint_never_moves_an_offset_backwards(url):
         fenced.save(GROUP, [Checkpoint("a", 0, 10, {"by": "fenced"}), Checkpoint("a", 1, 10, {"by": "fenced"})])
         successor.save(GROUP, [Checkpoint("a", 0, 50, {"by": "successor"})])
         # The replica that lost partition 0 without noticing writes its old view,
-        # together with a partition it still rightly owns.
-        fenced.save(GROUP, [Checkpoint("a", 0, 30, {"by": "fenced"}), Checkpoint("a", 1, 40, {"by": "fenced"})])
+        # together with a partition it still rightly owns: the store refuses the
+        # whole checkpoint, loudly, and changes nothing.
+        with pytest.raises(StoreError, match=r"a\[0\] at 30 refused"):
+            fenced.save(GROUP, [Checkpoint("a", 0, 30, {"by": "fenced"}), Checkpoint("a", 1, 40, {"by": "fenced"})])
         assert successor.load(GROUP, "a", 0) == Checkpoint("a", 0, 50, {"by": "successor"})
+        assert successor.load(GROUP, "a", 1) == Checkpoint("a", 1, 10, {"by": "fenced"})
+        fenced.save(GROUP, [Checkpoint("a", 1, 40, {"by": "fenced"})])  # its own partition alone is fine
         assert successor.load(GROUP, "a", 1) == Checkpoint("a", 1, 40, {"by": "fenced"})
     finally:
         successor.close()
