@@ -163,7 +163,9 @@ def _replay(args: argparse.Namespace) -> int:
     from agent.core.summary import summarize
 
     streams = [_open_input(path) for path in args.files]
-    state = PartitionState(CoreConfig())
+    # A batch tool over a finite input: keep every label value, so that source
+    # concentration is exact rather than folded into `other`.
+    state = PartitionState(CoreConfig(max_label_values=1 << 30))
     rejected: Counter[str] = Counter()
     with _progress() as bar:
         for line in _lines(streams):

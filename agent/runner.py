@@ -40,6 +40,7 @@ MAX_LINKS = 32  # links per poll span: enough to follow a sample, bounded
 
 NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is known
 SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after a stop request
+LOG_SHORTFALL_SECONDS = 10.0  # a log ending before the checkpoint this long was recreated
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Owned:
     base: Tally
     checkpointed_offset: int
     stored_before: int  # sealed buckets below this index are in the store already
+    verified: bool = True  # False until the log is known to reach the stored offset
+    short_since: float | None = None  # when the log was first seen ending before the offset
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class Agent:
         try:
             while not self.stop_event.is_set():
                 batch = self.consumer.poll(timeout_ms=kafka.poll_timeout_ms)
+                self._verify_logs()
                 if self._resolve_starts(batch):
                     next_checkpoint = 0.0  # record where new partitions start at once
                 if batch:
@@ -161,6 +165,24 @@ class Agent:
             self.owned[tp].next_offset = records[0].offset if records else self.consumer.position(tp)
         return bool(fresh)
 
+    def _verify_logs(self) -> None:
+        """A restored partition whose log now ends before its checkpoint was
+        recreated (or the broker lost its data): some brokers then simply
+        return nothing, so compare with the high watermark once it is known.
+        A new partition leader can report a low watermark for a moment, so
+        only a shortfall that lasts counts."""
+        now = time.monotonic()
+        for tp, owned in list(self.owned.items()):
+            high = None if owned.verified else self.consumer.highwater(tp)
+            if high is None:
+                continue
+            if high >= owned.next_offset:
+                owned.verified = True
+            elif owned.short_since is None:
+                owned.short_since = now
+            elif now - owned.short_since >= LOG_SHORTFALL_SECONDS:
+                self._restart(tp, owned, None)
+
     def _process_batch(self, batch: dict) -> None:
         links: list[Link] = []
         count = 0
@@ -178,17 +200,19 @@ class Agent:
                 span.add_link(item.context)
         self._log_rejections()
 
-    def _restart(self, tp: TopicPartition, owned: Owned, offset: int) -> Owned:
+    def _restart(self, tp: TopicPartition, owned: Owned, offset: int | None) -> Owned:
         """The partition's log now starts below our checkpoint: the topic was
         recreated or the broker lost its data. The stored state describes a log
-        that is gone, so start afresh rather than skip every new record."""
+        that is gone, so start afresh (at `offset`, or from the beginning)
+        rather than skip every new record."""
         log.error("partition log restarted below its checkpoint; starting a fresh state",
-                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset,
-                         "first_offset": offset})
+                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset})
         self.resets += 1
         add(self.released, subtract(owned.state.totals(), owned.base))
         self.store.reset(self.settings.kafka.group_id, tp.topic, tp.partition)
-        fresh = Owned(PartitionState(self.core), offset, {}, NO_OFFSET, 0)
+        if offset is None:
+            self.consumer.seek_to_beginning(tp)
+        fresh = Owned(PartitionState(self.core), NO_OFFSET if offset is None else offset, {}, NO_OFFSET, 0)
         self.owned[tp] = fresh
         return fresh
 
@@ -318,7 +342,8 @@ class Agent:
                 state = PartitionState.from_dict(self.core, stored.state, stored.sealed)
                 self.consumer.seek(tp, stored.next_offset)
                 offset = stored.next_offset
-            self.owned[tp] = Owned(state, offset, state.totals(), offset, state.windows.sealed_before())
+            self.owned[tp] = Owned(state, offset, state.totals(), offset, state.windows.sealed_before(),
+                                   verified=stored is None)
             log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
 
     def _seek_start(self, tp: TopicPartition) -> None:

@@ -287,3 +287,39 @@ def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, gro
     assert agent.value("ragdrift_events_total") == len(second_batch)
     assert agent.value("ragdrift_window_retrievals", window="1h") == len(first_batch) + len(second_batch)
 
+
+
+def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin):
+    """The broker lost its data (or the topic was recreated): the stored offset
+    is beyond the new log. The agent must process the new events, not skip them."""
+    from agent.io.embedded import Tansu
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    port = new_port()
+    broker = Tansu(binary=tansu_bin).start()
+    try:
+        broker.create_topic("r", 1)
+        broker.create_topic("r.dlq", 1)
+        config = agent_config(broker.bootstrap, "r", "r.dlq", "g", url, port)
+        produce(broker.bootstrap, "r", list(synth.generate(300, seed=31, start=_now())))
+        agent = AgentProcess(config).start()
+        try:
+            wait_until(lambda: agent.value("ragdrift_events_total") >= 300, 60, 0.2, "first log processed")
+            assert agent.terminate() == 0
+        finally:
+            agent.stop()
+        broker.stop()  # memory storage: the log is gone
+        broker = Tansu(port=int(broker.bootstrap.rsplit(":", 1)[1]), binary=tansu_bin).start()
+        broker.create_topic("r", 1)
+        broker.create_topic("r.dlq", 1)
+        produce(broker.bootstrap, "r", list(synth.generate(40, seed=32, start=_now() + timedelta(minutes=2))))
+        agent = AgentProcess(config).start()
+        try:
+            wait_until(lambda: agent.value("ragdrift_events_total") >= 40, 60, 0.2, "new log processed")
+            assert agent.value("ragdrift_offset_resets_total") == 1
+            assert agent.value("ragdrift_events_total") == 40
+            wait_until(lambda: _store_states(url, "g", "r", 1).get(0, (0,))[0] == 40, 30, 0.2, "fresh checkpoint")
+        finally:
+            agent.stop()
+    finally:
+        broker.stop()

@@ -12,7 +12,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanProcessor
-from opentelemetry.trace import Link, SpanContext
+from opentelemetry.trace import SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from agent import __version__
@@ -39,11 +39,3 @@ def remote_context(traceparent: str | None) -> SpanContext | None:
     ctx = _PROPAGATOR.extract({"traceparent": traceparent})
     span_context = trace.get_current_span(ctx).get_span_context()
     return span_context if span_context.is_valid else None
-
-
-def link(span_context: SpanContext) -> Link:
-    return Link(span_context)
-
-
-def trace_id_hex(span_context: SpanContext) -> str:
-    return format(span_context.trace_id, "032x")
