@@ -234,27 +234,30 @@ def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp
     base = orjson.loads(good[0])
     pii = dict(base, query=dict(base["query"], id="jane.doe@example.com"))
     bad_field = dict(base, cutoff_k=0)
+    near_limit = b"{" + b" " * 99_990  # bad JSON just under the limit: forwarded whole, with headers
     poison = [b"{not json", orjson.dumps(bad_field), orjson.dumps(pii), orjson.dumps(dict(base, schema="retrieval.v2")),
-              b"x" * 200_000]
-    expected_reasons = ["invalid_json", "invalid_field:cutoff_k", "pii_suspected", "unsupported_schema", "too_large"]
+              b"x" * 200_000, near_limit]
+    expected_reasons = ["invalid_json", "invalid_field:cutoff_k", "pii_suspected", "unsupported_schema", "too_large",
+                        "invalid_json"]
     produce(broker.bootstrap, topic, good[:100] + poison + good[100:])
     config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
     config["kafka"]["max_message_bytes"] = 100_000
     agent = agents(config)
-    wait_until(lambda: agent.value("ragdrift_events_total") >= 205, 60, 0.2, "all messages handled")
+    wait_until(lambda: agent.value("ragdrift_events_total") >= 206, 60, 0.2, "all messages handled")
     assert agent.value("ragdrift_events_total", outcome="processed") == 200
-    assert agent.value("ragdrift_events_total", outcome="rejected") == 5
+    assert agent.value("ragdrift_events_total", outcome="rejected") == 6
 
     consumer = KafkaConsumer(dlq, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
                              enable_auto_commit=False, consumer_timeout_ms=10000)
     letters = []
     for record in consumer:
         letters.append(record)
-        if len(letters) == 5:
+        if len(letters) == 6:
             break
     consumer.close()
-    by_reason = {dict(r.headers)["ragdrift-reason"].decode(): r for r in letters}
-    assert sorted(by_reason) == sorted(expected_reasons)
+    assert sorted(dict(r.headers)["ragdrift-reason"].decode() for r in letters) == sorted(expected_reasons)
+    assert [r.value for r in letters].count(near_limit) == 1
+    by_reason = {dict(r.headers)["ragdrift-reason"].decode(): r for r in letters if r.value != near_limit}
     for reason, record in by_reason.items():
         headers = dict(record.headers)
         assert headers["ragdrift-source-topic"].decode() == topic
