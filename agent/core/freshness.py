@@ -26,7 +26,7 @@ def observe(view: View, tally: Tally) -> None:
         effective = result.effective_ts
         if effective is not None:
             if effective <= ts:
-                AGE.observe(tally, ages, app, (ts - effective) / DAY)
+                AGE.record(tally, ages, app, (ts - effective) / DAY)
             else:
                 inc(tally, ("not_yet_effective_results", app))
         if is_stale(result, ts):

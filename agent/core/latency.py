@@ -10,4 +10,4 @@ METRICS = (LATENCY,)
 def observe(view: View, tally: Tally) -> None:
     latency = view.event.latency_ms
     if latency is not None:
-        LATENCY.observe(tally, view.config.bucket_set("latency_seconds"), view.app, latency / 1000.0)
+        LATENCY.record(tally, view.config.bucket_set("latency_seconds"), view.app, latency / 1000.0)

@@ -11,4 +11,4 @@ def observe(view: View, tally: Tally) -> None:
     buckets = view.config.bucket_set("rank_shift")
     for result in view.event.results:
         if result.pre_rerank_rank is not None:
-            SHIFT.observe(tally, buckets, view.app, abs(result.rank - result.pre_rerank_rank))
+            SHIFT.record(tally, buckets, view.app, abs(result.rank - result.pre_rerank_rank))

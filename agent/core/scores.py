@@ -14,9 +14,9 @@ def observe(view: View, tally: Tally) -> None:
     if not results:
         return
     buckets = view.config.score_buckets(app)
-    TOP1.observe(tally, buckets, app, results[0].score)
+    TOP1.record(tally, buckets, app, results[0].score)
     if len(results) > 1:
-        GAP.observe(tally, view.config.bucket_set("gap"), app, results[0].score - results[1].score)
+        GAP.record(tally, view.config.bucket_set("gap"), app, results[0].score - results[1].score)
     admitted = view.admitted
     if admitted:
-        ADMITTED.observe(tally, buckets, app, sum(r.score for r in admitted) / len(admitted))
+        ADMITTED.record(tally, buckets, app, sum(r.score for r in admitted) / len(admitted))

@@ -33,8 +33,8 @@ def observe(view: View, tally: Tally) -> None:
         inc(tally, ("duplicate_fingerprint_results", app), duplicates)
     ratios = view.config.bucket_set("ratio")
     n = len(admitted)
-    DIVERSITY.observe(tally, ratios, app, len(parents) / n)
-    DOMINANCE.observe(tally, ratios, app, max(parents.values()) / n)
+    DIVERSITY.record(tally, ratios, app, len(parents) / n)
+    DOMINANCE.record(tally, ratios, app, max(parents.values()) / n)
 
 
 def concentration(admitted_by_source: dict[str, float]) -> tuple[float, float]:

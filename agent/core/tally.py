@@ -37,7 +37,8 @@ class Histogram:
         object.__setattr__(self, "count_key", self.name + "_count")
         object.__setattr__(self, "sum_key", self.name + "_sum")
 
-    def observe(self, tally: Tally, buckets: Buckets, label: str, value: float) -> None:
+    def record(self, tally: Tally, buckets: Buckets, label: str, value: float) -> None:
+        """Count one observation into a tally (plain dict arithmetic, not prometheus-client)."""
         key = (self.bucket_key, label, buckets.labels[bisect_left(buckets.bounds, value)])
         tally[key] = tally.get(key, 0) + 1
         key = (self.count_key, label)

@@ -23,4 +23,4 @@ def observe(view: View, tally: Tally) -> None:
     stages = event.stages
     if stages is not None and (stages.candidates or 0) > 0 and stages.after_filter == 0:
         inc(tally, ("filter_zero_retrievals", app))
-    RESULT_COUNT.observe(tally, view.config.bucket_set("count"), app, n)
+    RESULT_COUNT.record(tally, view.config.bucket_set("count"), app, n)

@@ -629,7 +629,7 @@ def test_bucket_placement_and_le_labels():
     tally: dict = {}
     h = Histogram("h", ("app",), "test", "score")
     for value in (-3.0, 0.5, 0.5000001, 1.0, 1, 2.5, 2.5000001, 1e9):
-        h.observe(tally, b, "x", value)
+        h.record(tally, b, "x", value)
     assert family(tally, "h_bucket") == {("x", "0.5"): 2, ("x", "1.0"): 3, ("x", "2.5"): 1, ("x", "+Inf"): 2}
     assert tally[("h_count", "x")] == 8
     assert tally[("h_sum", "x")] == pytest.approx(-3 + 0.5 + 0.5000001 + 1 + 1 + 2.5 + 2.5000001 + 1e9)
