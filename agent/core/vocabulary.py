@@ -13,8 +13,11 @@ import zlib
 from hashlib import blake2b
 
 
+KNOWN_TERMS = 1 << 14  # bound of the memo of terms known to be in the filter
+
+
 class Vocabulary:
-    __slots__ = ("bits", "hashes", "_array", "frozen")
+    __slots__ = ("bits", "hashes", "_array", "frozen", "_known")
 
     def __init__(self, bits: int = 1 << 20, hashes: int = 7, array: bytes | None = None, frozen: bool = False):
         if bits < 8 or bits % 8:
@@ -23,6 +26,10 @@ class Vocabulary:
         self.hashes = hashes
         self._array = bytearray(array) if array is not None else bytearray(bits // 8)
         self.frozen = frozen
+        # Query terms follow a Zipf law: most occurrences repeat a term the
+        # filter already holds. Remembering those skips hashing; a Bloom filter
+        # never forgets, so the memo cannot change an answer.
+        self._known: set[str] = set()
 
     def _positions(self, term: str) -> list[int]:
         """Double hashing over one 64-bit digest (stable across processes)."""
@@ -31,20 +38,33 @@ class Vocabulary:
         return [(h1 + i * h2) % bits for i in range(self.hashes)]
 
     def __contains__(self, term: str) -> bool:
+        if term in self._known:
+            return True
         array = self._array
-        return all(array[p >> 3] >> (p & 7) & 1 for p in self._positions(term))
+        found = all(array[p >> 3] >> (p & 7) & 1 for p in self._positions(term))
+        if found:
+            self._remember(term)
+        return found
 
     def add(self, term: str) -> bool:
         """Record a term; return True when it was new. A frozen vocabulary only looks."""
+        if term in self._known:
+            return False
         array = self._array
         new = False
         for p in self._positions(term):
             if not array[p >> 3] >> (p & 7) & 1:
                 new = True
                 if self.frozen:
-                    break
+                    return True
                 array[p >> 3] |= 1 << (p & 7)
+        self._remember(term)
         return new
+
+    def _remember(self, term: str) -> None:
+        if len(self._known) >= KNOWN_TERMS:
+            self._known.clear()
+        self._known.add(term)
 
     def to_dict(self) -> dict:
         return {
