@@ -41,6 +41,7 @@ MAX_LINKS = 32  # links per poll span: enough to follow a sample, bounded
 NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is known
 SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after a stop request
 LOG_SHORTFALL_SECONDS = 10.0  # a log ending before the checkpoint this long was recreated
+IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalance callback
 
 
 @dataclass
@@ -162,7 +163,9 @@ class Agent:
         fresh = [tp for tp, owned in self.owned.items() if owned.next_offset == NO_OFFSET]
         for tp in fresh:
             records = batch.get(tp)
-            self.owned[tp].next_offset = records[0].offset if records else self.consumer.position(tp)
+            start = records[0].offset if records else self.consumer.position(tp, timeout_ms=IO_TIMEOUT_MS)
+            if start is not None:  # not yet resolvable: try again after the next poll
+                self.owned[tp].next_offset = start
         return bool(fresh)
 
     def _verify_logs(self) -> None:
@@ -188,7 +191,9 @@ class Agent:
         count = 0
         with self.tracer.start_as_current_span("ragdrift.poll_batch") as span:
             for tp, records in batch.items():
-                owned = self.owned[tp]  # Kafka drops fetched records of revoked partitions
+                owned = self.owned.get(tp)
+                if owned is None or owned.next_offset == NO_OFFSET:
+                    continue  # not loaded (the store failed: we are stopping) or start unknown
                 if records[0].offset < owned.next_offset:
                     owned = self._restart(tp, owned, records[0].offset)
                 for record in records:
@@ -269,13 +274,22 @@ class Agent:
             self.logged_letters = len(self.letters)
 
     def _deliver_letters(self) -> None:
-        """Make sure every dead letter since the last checkpoint arrived."""
-        self.producer.flush(timeout=self._remaining(30))
-        failed = [letter for letter in self.letters if letter.future.failed()]
-        for letter in failed:  # retry once with the facts only (the payload may be what failed)
-            value, key, headers = broker.dead_letter_facts(letter.topic, letter.partition, letter.offset, letter.reason)
-            self.producer.send(self.settings.kafka.dead_letter_topic, value=value, key=key, headers=headers).get(
-                timeout=self._remaining(10))
+        """Make sure every dead letter since the last checkpoint arrived.
+
+        Waits stay well under the session timeout (this also runs in rebalance
+        callbacks); a failure fails the checkpoint, which is retried later.
+        """
+        self.producer.flush(timeout=self._remaining(IO_TIMEOUT_MS / 1000))
+        failed = [letter for letter in self.letters if not letter.future.succeeded()]
+        if failed:  # retry once with the facts only: the payload may be what failed
+            retries = [
+                self.producer.send(self.settings.kafka.dead_letter_topic, value=value, key=key, headers=headers)
+                for value, key, headers in (
+                    broker.dead_letter_facts(x.topic, x.partition, x.offset, x.reason) for x in failed)
+            ]
+            self.producer.flush(timeout=self._remaining(IO_TIMEOUT_MS / 1000))
+            if not all(future.succeeded() for future in retries):
+                raise KafkaError(f"{len(failed)} dead letters not delivered")
         self.letters.clear()
         self.logged_letters = 0
 

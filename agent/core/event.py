@@ -52,8 +52,11 @@ ShortText = Annotated[str, _characters(_TEXT_CHARS, 1, 128)]
 Score = Annotated[float, msgspec.Meta(ge=-1e12, le=1e12)]
 Fingerprint = Annotated[str, _characters("[0-9a-fA-F]", 1, 128)]
 DateText = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": _DATE_PATTERN})]  # checked in _epoch
-PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
-Count = Annotated[int, msgspec.Meta(ge=0)]
+# Integers fit in 32 bits, so that sums over a partition's lifetime fit the
+# 64-bit integers of every checkpoint format.
+MAX_INT = 2**31 - 1
+PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
 ResultStatus = Literal["current", "superseded", "draft", "tombstoned", "unknown"]
 

@@ -36,9 +36,9 @@ class Windows:
         """The tally an event at `ts` adds into: its bucket, or `retired` if late.
 
         `now` is the time the event was written, when known (the Kafka record
-        timestamp). An event dated further ahead of it than allowed is kept out
-        of the windows: one wrong clock must not move the watermark into the
-        future and make every later event late.
+        timestamp). The watermark never passes it, and an event dated further
+        ahead of it than allowed is kept out of the windows: one wrong clock
+        must not move the watermark into the future and make later events late.
         """
         watermark = self.watermark
         if watermark is not None and ts < watermark - self.config.lateness_seconds:
@@ -47,12 +47,14 @@ class Windows:
         if now is not None and ts > now + self.config.max_future_seconds:
             inc(self.retired, ("future_events",))
             return self.retired
-        index = int(ts // self.config.bucket_seconds)
-        if watermark is None or ts > watermark:
-            self.watermark = ts
-            if index > self.head or watermark is None:
-                self.head = index
+        mark = ts if now is None or ts <= now else now
+        if watermark is None or mark > watermark:
+            self.watermark = mark
+            head = int(mark // self.config.bucket_seconds)
+            if head > self.head or watermark is None:
+                self.head = head
                 self._retire()
+        index = int(ts // self.config.bucket_seconds)
         bucket = self.buckets.get(index)
         if bucket is None:
             bucket = self.buckets[index] = {}
@@ -69,7 +71,7 @@ class Windows:
         """Everything ever ingested."""
         if not self.buckets:
             return dict(self.retired)
-        return total([self.retired, *self._parts(min(self.buckets), self.head)])
+        return total([self.retired, *self._parts(min(self.buckets), max(self.buckets))])
 
     def window(self, seconds: int, now: float) -> Tally:
         """Sum of the buckets in the `seconds` ending at the bucket holding `now`."""
@@ -81,7 +83,7 @@ class Windows:
         if not self.buckets:
             return []
         oldest = min(self.buckets)
-        first, last = max(first, oldest), min(last, self.head)
+        first, last = max(first, oldest), min(last, max(self.buckets))
         per = self._per_block
         sealed = self.sealed_before()
         parts: list[Tally] = []

@@ -47,6 +47,7 @@ def producer(settings: KafkaSettings, client_id: str) -> KafkaProducer:
         acks="all",
         linger_ms=20,
         max_request_size=max(1 << 20, settings.max_message_bytes + (64 << 10)),
+        max_block_ms=3000,  # a dead letter must not stall the loop past the session timeout
         **settings.client,
     )
 

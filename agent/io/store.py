@@ -32,6 +32,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 
+def _timeouts(url: str) -> dict:
+    """Bound every wait on the store: an unreachable database must fail a
+    checkpoint in seconds, not block the consumer past its session timeout."""
+    if url.startswith("postgresql"):
+        return {"connect_timeout": 5, "options": "-c statement_timeout=5000"}
+    return {"timeout": 5}
+
+
 class StoreError(RuntimeError):
     """The store could not be read or written."""
 
@@ -70,11 +78,15 @@ class Store:
             Column("tally", LargeBinary, nullable=False),
         )
         try:
-            self.engine = create_engine(url, pool_pre_ping=True)
+            self.engine = create_engine(url, pool_pre_ping=True, connect_args=_timeouts(url))
             self.metadata.create_all(self.engine)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open store {self.engine_url()}: {exc.__class__.__name__}") from exc
-        self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        postgres = self.engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if postgres else sqlite.insert
+        # Several replicas share PostgreSQL, so loads read one snapshot; SQLite
+        # serves a single replica, with no other writer to tear a load.
+        self._snapshot_isolation = "REPEATABLE READ" if postgres else "SERIALIZABLE"
 
     def engine_url(self) -> str:
         """The URL with any password hidden, for logs."""
@@ -85,17 +97,26 @@ class Store:
         if not checkpoints:
             return
         now = time.time()
-        rows = [
-            {
-                "group_id": group_id,
-                "topic": c.topic,
-                "partition": c.partition,
-                "next_offset": c.next_offset,
-                "state": orjson.dumps(c.state),
-                "updated_at": now,
-            }
-            for c in checkpoints
-        ]
+        try:
+            rows = [
+                {
+                    "group_id": group_id,
+                    "topic": c.topic,
+                    "partition": c.partition,
+                    "next_offset": c.next_offset,
+                    "state": orjson.dumps(c.state),
+                    "updated_at": now,
+                }
+                for c in checkpoints
+            ]
+            sealed = [
+                {"group_id": group_id, "topic": c.topic, "partition": c.partition, "bucket": i,
+                 "tally": orjson.dumps(items)}
+                for c in checkpoints
+                for i, items in c.sealed
+            ]
+        except TypeError as exc:  # e.g. a sum beyond 64 bits
+            raise StoreError(f"checkpoint cannot be serialized: {exc}") from exc
         stmt = self._insert(self.checkpoints)
         stmt = stmt.on_conflict_do_update(
             index_elements=["group_id", "topic", "partition"],
@@ -104,11 +125,6 @@ class Store:
             # partitions without noticing cannot undo its successor's work.
             where=self.checkpoints.c.next_offset <= stmt.excluded.next_offset,
         ).returning(self.checkpoints.c.next_offset)  # no row back: the write was refused
-        sealed = [
-            {"group_id": group_id, "topic": c.topic, "partition": c.partition, "bucket": i, "tally": orjson.dumps(items)}
-            for c in checkpoints
-            for i, items in c.sealed
-        ]
         # A sealed bucket's content is fixed by the stream, so a second write
         # of the same index (a replica that lost its partition late) is a no-op.
         insert_sealed = self._insert(self.buckets).on_conflict_do_nothing()
@@ -141,8 +157,8 @@ class Store:
         sealed_query = select(b.bucket, b.tally).where(
             b.group_id == group_id, b.topic == topic, b.partition == partition
         ).order_by(b.bucket)
-        try:
-            with self.engine.connect() as conn:
+        try:  # one snapshot for both reads, so a concurrent checkpoint cannot tear them
+            with self.engine.connect().execution_options(isolation_level=self._snapshot_isolation) as conn, conn.begin():
                 row = conn.execute(query).first()
                 sealed = [[r.bucket, orjson.loads(r.tally)] for r in conn.execute(sealed_query)] if row else []
         except SQLAlchemyError as exc:

@@ -348,3 +348,16 @@ def test_an_event_far_ahead_of_its_write_time_stays_out_of_the_windows():
     replayed = PartitionState(CoreConfig(max_future_seconds=600))
     replayed.ingest(decode(orjson.dumps(ev(T0 + 10**8))).event)
     assert replayed.windows.watermark == T0 + 10**8
+
+
+def test_an_event_a_little_ahead_does_not_make_later_events_late():
+    """Within the allowed skew the event counts, but the watermark stops at its write time."""
+    state = PartitionState(CoreConfig(lateness_seconds=300, max_future_seconds=3600))
+    state.ingest(decode(orjson.dumps(ev(T0 + 600))).event, now=T0)  # ten minutes ahead
+    for i in range(1, 31):
+        state.ingest(decode(orjson.dumps(ev(T0 + i))).event, now=T0 + i)
+    totals = state.totals()
+    assert totals[("retrievals", APP)] == 31 and ("late_events",) not in totals
+    assert state.windows.watermark == T0 + 30
+    assert state.windows.window(300, T0 + 30)[("retrievals", APP)] == 30
+    assert state.windows.window(900, T0 + 600)[("retrievals", APP)] == 31
