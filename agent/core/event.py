@@ -307,7 +307,7 @@ def _path(message: str) -> str:
 
 
 # Where the hashed fields sit, as keys from the top of one event.
-_HASHED_PATHS = (("query", "id"), ("query", "terms"), ("principal", "groups"), ("results", "acl"))
+_HASHED_PATHS = tuple(tuple(part.removesuffix("[]") for part in field.split(".")) for field in HASHED_FIELDS)
 _PATH_SHOWN = 200  # longest path a rejection names; a deeper finding names an ancestor
 
 # A path under construction: None (the top) or (parent path, segment), rendered
