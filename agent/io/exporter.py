@@ -78,7 +78,9 @@ class RagdriftCollector:
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snapshot
-        longest = max(snap.windows.values(), key=len, default={})
+        # Rank by this process's counts and the longest window, so that values
+        # restored from a checkpoint keep their names after a restart.
+        longest = snap.windows.get(max(self.config.windows, key=lambda window: window[1])[0], {})
         keep = self._top_values(total([snap.counters, longest]))
         counters = self._steady(self._fold(snap.counters, keep))
         apps = sorted({k[1] for k in counters if k[0] == "retrievals"})
