@@ -42,6 +42,7 @@ NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is know
 SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after a stop request
 LOG_SHORTFALL_SECONDS = 10.0  # a log ending before the checkpoint this long was recreated
 IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalance callback
+PAUSE_AFTER_FAILURES = 3  # failed checkpoints in a row before consumption pauses
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Agent:
         self.last_checkpoint: float | None = None
         self.last_progress = time.monotonic()
         self.store_ok = True
+        self.failures = 0  # failed checkpoints in a row
         self.fatal: Exception | None = None
         self.stop_event = threading.Event()
         self.deadline = float("inf")
@@ -112,6 +114,7 @@ class Agent:
             log.warning("the crc32c package is missing: record CRCs are checked in pure Python, ~20x slower")
         try:
             while not self.stop_event.is_set():
+                self._hold_while_failing()
                 batch = self.consumer.poll(timeout_ms=kafka.poll_timeout_ms)
                 self._verify_logs()
                 if self._resolve_starts(batch):
@@ -137,6 +140,16 @@ class Agent:
         if not self.stop_event.is_set():
             self.deadline = time.monotonic() + SHUTDOWN_SECONDS
         self.stop_event.set()
+
+    def _hold_while_failing(self) -> None:
+        """While checkpoints keep failing (store or dead-letter topic down),
+        stop consuming: otherwise the work to redo after a crash, and the dead
+        letters held in memory, would grow without bound."""
+        if self.failures >= PAUSE_AFTER_FAILURES:
+            self.consumer.pause(*self.owned)  # again each time: new assignments too
+        elif self.consumer.paused():
+            self.consumer.resume(*self.consumer.paused())
+            log.info("checkpoints succeed again; consumption resumed")
 
     def _remaining(self, cap: float) -> float:
         """Seconds an I/O step may take: `cap`, or less once shutting down."""
@@ -311,9 +324,13 @@ class Agent:
             except (StoreError, KafkaError) as exc:
                 self.checkpoints["error"] += 1
                 self.store_ok = False
-                log.error("checkpoint failed; will retry", extra={"error": str(exc)})
+                self.failures += 1
+                paused = self.failures >= PAUSE_AFTER_FAILURES
+                log.error("checkpoint failed; will retry" + ("; consumption paused" if paused else ""),
+                          extra={"error": str(exc), "failures_in_a_row": self.failures})
                 return False
             self.store_ok = True
+            self.failures = 0
             for tp in dirty:
                 owned = self.owned[tp]
                 owned.checkpointed_offset = owned.next_offset

@@ -326,3 +326,39 @@ def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin):
             agent.stop()
     finally:
         broker.stop()
+
+
+def test_consumption_pauses_while_checkpoints_fail(broker, topics, agents, group_id, pg_url):
+    """A store that cannot take checkpoints stops consumption (bounded work to
+    redo after a crash); when it recovers, consumption resumes, nothing lost."""
+    from sqlalchemy import create_engine, text
+
+    topic, dlq = topics
+    agent = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port()))
+    produce(broker.bootstrap, topic, list(synth.generate(200, seed=41, start=_now())))
+    wait_until(lambda: agent.value("ragdrift_events_total") >= 200, 60, 0.2, "first events")
+    wait_until(lambda: agent.value("ragdrift_checkpoints_total", outcome="ok") > 0, 30, 0.2, "a checkpoint")
+
+    engine = create_engine(pg_url)
+    conn = engine.connect()
+    locked = conn.begin()
+    conn.execute(text("LOCK TABLE ragdrift_checkpoints IN ACCESS EXCLUSIVE MODE"))
+    try:
+        produce(broker.bootstrap, topic, list(synth.generate(50, seed=42, start=_now() + timedelta(seconds=30))))
+        wait_until(lambda: agent.value("ragdrift_events_total") >= 250, 60, 0.2, "events before the pause")
+        wait_until(lambda: "consumption paused" in agent.log(), 90, 0.2, "consumption paused")
+        produce(broker.bootstrap, topic, list(synth.generate(100, seed=43, start=_now() + timedelta(seconds=60))))
+        failed = agent.value("ragdrift_checkpoints_total", outcome="error")
+        # Two more failed attempts while paused: the new events stay unread.
+        wait_until(lambda: agent.value("ragdrift_checkpoints_total", outcome="error") >= failed + 2, 60, 0.2,
+                   "checkpoints still failing")
+        assert agent.value("ragdrift_events_total") == 250
+        assert not agent.ready()
+    finally:
+        locked.rollback()
+        conn.close()
+        engine.dispose()
+    wait_until(lambda: agent.value("ragdrift_events_total") >= 350, 60, 0.2, "consumption resumed")
+    records = read_partitions(broker.bootstrap, topic, 350)
+    wait_until(lambda: _caught_up(pg_url, group_id, topic, records), 60, 0.2, "caught up")
+    _assert_exactly_once(pg_url, group_id, topic, records)
