@@ -18,7 +18,7 @@ METRICS = (
 
 def observe(view: View, tally: Tally) -> None:
     ts, app = view.ts, view.app
-    ages = view.config.bucket_set("age_days")
+    ages: list[float] = []
     stale = 0
     stale_parents: set[str] = set()
     fresh_parents: set[str] = set()
@@ -26,7 +26,7 @@ def observe(view: View, tally: Tally) -> None:
         effective = result.effective_ts
         if effective is not None:
             if effective <= ts:
-                AGE.record(tally, ages, app, (ts - effective) / DAY)
+                ages.append((ts - effective) / DAY)
             else:
                 inc(tally, ("not_yet_effective_results", app))
         if is_stale(result, ts):
@@ -34,6 +34,7 @@ def observe(view: View, tally: Tally) -> None:
             stale_parents.add(result.parent_id)
         else:
             fresh_parents.add(result.parent_id)
+    AGE.record_all(tally, view.config.bucket_set("age_days"), app, ages)
     if stale:
         inc(tally, ("stale_results", app), stale)
         if not stale_parents.isdisjoint(fresh_parents):

@@ -8,7 +8,5 @@ METRICS = (SHIFT,)
 
 
 def observe(view: View, tally: Tally) -> None:
-    buckets = view.config.bucket_set("rank_shift")
-    for result in view.event.results:
-        if result.pre_rerank_rank is not None:
-            SHIFT.record(tally, buckets, view.app, abs(result.rank - result.pre_rerank_rank))
+    shifts = [abs(r.rank - r.pre_rerank_rank) for r in view.event.results if r.pre_rerank_rank is not None]
+    SHIFT.record_all(tally, view.config.bucket_set("rank_shift"), view.app, shifts)

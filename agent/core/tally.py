@@ -46,6 +46,23 @@ class Histogram:
         key = (self.sum_key, label)
         tally[key] = tally.get(key, 0) + value
 
+    def record_all(self, tally: Tally, buckets: Buckets, label: str, values: list[float]) -> None:
+        """Count several observations at once: one update per bucket touched."""
+        if not values:
+            return
+        labels, bounds = buckets.labels, buckets.bounds
+        per_bucket: dict[str, int] = {}
+        for value in values:
+            le = labels[bisect_left(bounds, value)]
+            per_bucket[le] = per_bucket.get(le, 0) + 1
+        for le, n in per_bucket.items():
+            key = (self.bucket_key, label, le)
+            tally[key] = tally.get(key, 0) + n
+        key = (self.count_key, label)
+        tally[key] = tally.get(key, 0) + len(values)
+        key = (self.sum_key, label)
+        tally[key] = tally.get(key, 0) + sum(values)
+
 
 Family = Counter | Histogram
 
