@@ -77,8 +77,12 @@ class AgentProcess:
     def _serving(self) -> bool:
         if self.proc.poll() is not None:
             raise RuntimeError(f"agent exited with {self.proc.returncode}:\n{self.log()}")
+        return self._answers("/healthz")
+
+    def _answers(self, path: str) -> bool:
+        """True when the endpoint says 200 (an error status or no answer is False)."""
         try:
-            http_get(f"http://127.0.0.1:{self.port}/healthz", timeout=1)
+            http_get(f"http://127.0.0.1:{self.port}{path}", timeout=1)
             return True
         except OSError:
             return False
@@ -101,11 +105,7 @@ class AgentProcess:
         return sum(v for (n, ls), v in self.metrics().items() if n == name and want <= set(ls))
 
     def ready(self) -> bool:
-        try:
-            http_get(f"http://127.0.0.1:{self.port}/readyz", timeout=1)
-            return True
-        except OSError:
-            return False
+        return self._answers("/readyz")
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

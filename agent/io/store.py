@@ -32,6 +32,21 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 
+def _partition_key() -> list[Column]:
+    """The columns that name one consumer group's partition (new objects per table)."""
+    return [
+        Column("group_id", String(255), primary_key=True),
+        Column("topic", String(255), primary_key=True),
+        Column("partition", Integer, primary_key=True),
+    ]
+
+
+def _of(table: Table, group_id: str, topic: str, partition: int) -> tuple:
+    """WHERE clauses selecting one partition's rows of `table`."""
+    c = table.c
+    return c.group_id == group_id, c.topic == topic, c.partition == partition
+
+
 def _timeouts(url: str) -> dict:
     """Bound every wait on the store: an unreachable database must fail a
     checkpoint in seconds, not block the consumer past its session timeout."""
@@ -61,9 +76,7 @@ class Store:
         self.checkpoints = Table(
             "ragdrift_checkpoints",
             self.metadata,
-            Column("group_id", String(255), primary_key=True),
-            Column("topic", String(255), primary_key=True),
-            Column("partition", Integer, primary_key=True),
+            *_partition_key(),
             Column("next_offset", BigInteger, nullable=False),
             Column("state", LargeBinary, nullable=False),
             Column("updated_at", Float, nullable=False),
@@ -71,9 +84,7 @@ class Store:
         self.buckets = Table(
             "ragdrift_buckets",
             self.metadata,
-            Column("group_id", String(255), primary_key=True),
-            Column("topic", String(255), primary_key=True),
-            Column("partition", Integer, primary_key=True),
+            *_partition_key(),
             Column("bucket", BigInteger, primary_key=True),
             Column("tally", LargeBinary, nullable=False),
         )
@@ -142,7 +153,7 @@ class Store:
                 for c in checkpoints:
                     if c.keep_from is not None:
                         conn.execute(delete(self.buckets).where(
-                            b.group_id == group_id, b.topic == c.topic, b.partition == c.partition,
+                            *_of(self.buckets, group_id, c.topic, c.partition),
                             b.bucket < c.keep_from,
                         ))
         except SQLAlchemyError as exc:
@@ -151,11 +162,11 @@ class Store:
     def load(self, group_id: str, topic: str, partition: int) -> Checkpoint | None:
         c = self.checkpoints.c
         query = select(c.next_offset, c.state).where(
-            c.group_id == group_id, c.topic == topic, c.partition == partition
+            *_of(self.checkpoints, group_id, topic, partition)
         )
         b = self.buckets.c
         sealed_query = select(b.bucket, b.tally).where(
-            b.group_id == group_id, b.topic == topic, b.partition == partition
+            *_of(self.buckets, group_id, topic, partition)
         ).order_by(b.bucket)
         try:  # one snapshot for both reads, so a concurrent checkpoint cannot tear them
             with self.engine.connect().execution_options(isolation_level=self._snapshot_isolation) as conn, conn.begin():
@@ -169,13 +180,12 @@ class Store:
 
     def reset(self, group_id: str, topic: str, partition: int) -> None:
         """Forget a partition's checkpoint (its log was recreated)."""
-        c, b = self.checkpoints.c, self.buckets.c
         try:
             with self.engine.begin() as conn:
                 conn.execute(delete(self.checkpoints).where(
-                    c.group_id == group_id, c.topic == topic, c.partition == partition))
+                    *_of(self.checkpoints, group_id, topic, partition)))
                 conn.execute(delete(self.buckets).where(
-                    b.group_id == group_id, b.topic == topic, b.partition == partition))
+                    *_of(self.buckets, group_id, topic, partition)))
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot reset checkpoint: {exc.__class__.__name__}: {exc}") from exc
 
