@@ -57,6 +57,7 @@ class Owned:
     stored_before: int  # sealed buckets below this index are in the store already
     verified: bool = True  # False until the log is known to reach the stored offset
     short_since: float | None = None  # when the log was first seen ending before the offset
+    topic_id: str | None = None  # the log's identity when loaded; a new id means a recreated topic
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class Agent:
         self.last_progress = time.monotonic()
         self.store_ok = True
         self.failures = 0  # failed checkpoints in a row
+        self.log_end: dict[TopicPartition, int] = {}  # from the last probe (fresh while paused too)
+        self.last_contact: float | None = None  # epoch s of the broker's last answer
+        self.unreachable_since: float | None = None  # set while probes fail
+        self.started = time.time()
         self.fatal: Exception | None = None
         self.stop_event = threading.Event()
         self.deadline = float("inf")
@@ -108,7 +113,7 @@ class Agent:
         interval = self.settings.store.checkpoint_interval_seconds
         publish_every = self.settings.metrics.snapshot_interval_seconds
         next_checkpoint = time.monotonic() + interval
-        next_publish = 0.0
+        next_publish = next_probe = 0.0
         log.info("agent started", extra={"topics": kafka.topics, "group": kafka.group_id})
         if not broker.has_fast_crc():
             log.warning("the crc32c package is missing: record CRCs are checked in pure Python, ~20x slower")
@@ -116,13 +121,17 @@ class Agent:
             while not self.stop_event.is_set():
                 self._hold_while_failing()
                 batch = self.consumer.poll(timeout_ms=kafka.poll_timeout_ms)
-                self._verify_logs()
+                for tp in self._verify_logs():
+                    batch.pop(tp, None)  # read from a log that is gone
                 if self._resolve_starts(batch):
                     next_checkpoint = 0.0  # record where new partitions start at once
                 if batch:
                     self._process_batch(batch)
-                self.last_progress = time.monotonic()
-                now = time.monotonic()
+                    self._contact()
+                self.last_progress = now = time.monotonic()
+                if now >= next_probe:
+                    self._probe()
+                    next_probe = now + kafka.probe_interval_seconds
                 if now >= next_checkpoint:
                     self.checkpoint()
                     next_checkpoint = now + interval
@@ -181,14 +190,27 @@ class Agent:
                 self.owned[tp].next_offset = start
         return bool(fresh)
 
-    def _verify_logs(self) -> None:
-        """A restored partition whose log now ends before its checkpoint was
-        recreated (or the broker lost its data): some brokers then simply
-        return nothing, so compare with the high watermark once it is known.
-        A new partition leader can report a low watermark for a moment, so
-        only a shortfall that lasts counts."""
+    def _verify_logs(self) -> list[TopicPartition]:
+        """Start afresh each owned partition whose log was recreated (or lost
+        by the broker); return them.
+
+        A topic id other than the one loaded says so at once, whatever the new
+        log's length. Brokers without topic ids are caught when the log ends
+        before the checkpoint: some then simply return nothing, so compare
+        with the high watermark once it is known. A new partition leader can
+        report a low watermark for a moment, so only a shortfall that lasts
+        counts.
+        """
         now = time.monotonic()
+        restarted = []
         for tp, owned in list(self.owned.items()):
+            current = broker.topic_id(self.consumer, tp.topic)
+            if owned.topic_id is None:
+                owned.topic_id = current
+            elif current is not None and current != owned.topic_id:
+                self._restart(tp, owned, None, current)
+                restarted.append(tp)
+                continue
             high = None if owned.verified else self.consumer.highwater(tp)
             if high is None:
                 continue
@@ -197,7 +219,31 @@ class Agent:
             elif owned.short_since is None:
                 owned.short_since = now
             elif now - owned.short_since >= LOG_SHORTFALL_SECONDS:
-                self._restart(tp, owned, None)
+                self._restart(tp, owned, None, current)
+                restarted.append(tp)
+        return restarted
+
+    def _probe(self) -> None:
+        """Ask for the log end of every owned partition (of each topic's first
+        partition when none is owned): lag stays true while consumption is
+        paused, and a broker that cannot answer is counted unreachable."""
+        partitions = list(self.owned) or [TopicPartition(t, 0) for t in self.settings.kafka.topics]
+        try:
+            ends = self.consumer.end_offsets(partitions, timeout_ms=int(self._remaining(IO_TIMEOUT_MS / 1000) * 1000))
+        except KafkaError as exc:
+            if self.unreachable_since is None:
+                self.unreachable_since = self.last_contact or self.started
+                log.error("kafka unreachable", extra={"error": str(exc)})
+            return
+        self.log_end = {tp: end for tp, end in ends.items() if tp in self.owned}
+        self._contact()
+
+    def _contact(self) -> None:
+        """The broker answered."""
+        if self.unreachable_since is not None:
+            log.info("kafka reachable again", extra={"after_seconds": round(time.time() - self.unreachable_since, 1)})
+        self.unreachable_since = None
+        self.last_contact = time.time()
 
     def _process_batch(self, batch: dict) -> None:
         links: list[Link] = []
@@ -218,19 +264,21 @@ class Agent:
                 span.add_link(item.context)
         self._log_rejections()
 
-    def _restart(self, tp: TopicPartition, owned: Owned, offset: int | None) -> Owned:
+    def _restart(self, tp: TopicPartition, owned: Owned, offset: int | None, topic_id: str | None = None) -> Owned:
         """The partition's log now starts below our checkpoint: the topic was
         recreated or the broker lost its data. The stored state describes a log
         that is gone, so start afresh (at `offset`, or from the beginning)
         rather than skip every new record."""
-        log.error("partition log restarted below its checkpoint; starting a fresh state",
-                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset})
+        log.error("partition log recreated or restarted below its checkpoint; starting a fresh state",
+                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset,
+                         "topic_id": topic_id, "previous_topic_id": owned.topic_id})
         self.resets += 1
         add(self.released, subtract(owned.state.totals(), owned.base))
         self.store.reset(self.settings.kafka.group_id, tp.topic, tp.partition)
         if offset is None:
             self.consumer.seek_to_beginning(tp)
-        fresh = Owned(PartitionState(self.core), NO_OFFSET if offset is None else offset, {}, NO_OFFSET, 0)
+        fresh = Owned(PartitionState(self.core), NO_OFFSET if offset is None else offset, {}, NO_OFFSET, 0,
+                      topic_id=topic_id or owned.topic_id)
         self.owned[tp] = fresh
         return fresh
 
@@ -267,11 +315,11 @@ class Agent:
 
     def _dead_letter(self, record, exc: RejectedEvent) -> None:
         topic = self.settings.kafka.dead_letter_topic
-        value, key, headers = broker.dead_letter(record, exc.reason, exc.kind)
+        value, key, headers = broker.dead_letter(record, exc)
         try:
             future = self.producer.send(topic, value=value, key=key, headers=headers)
         except KafkaError:  # e.g. larger than the producer takes: forward the facts only
-            value, key, headers = broker.dead_letter(record, exc.reason, exc.kind, withhold=True)
+            value, key, headers = broker.dead_letter(record, exc, withhold=True)
             future = self.producer.send(topic, value=value, key=key, headers=headers)
         self.letters.append(Letter(future, record.topic, record.partition, record.offset, exc.reason))
         self.rejected[exc.kind] += 1
@@ -349,10 +397,11 @@ class Agent:
         windows = owned.state.windows
         return Checkpoint(
             tp.topic, tp.partition, owned.next_offset, owned.state.to_dict(sealed_elsewhere=True),
-            sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(),
+            sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(), topic_id=owned.topic_id,
         )
 
     def assign(self, partitions: list[TopicPartition]) -> None:
+        self._contact()  # the group coordinator answered
         for tp in partitions:
             if tp in self.owned:
                 continue
@@ -365,6 +414,7 @@ class Agent:
                 self.fatal = exc
                 self.stop()
                 return
+            current = broker.topic_id(self.consumer, tp.topic)
             if stored is None:
                 state = PartitionState(self.core)
                 self._seek_start(tp)
@@ -374,7 +424,7 @@ class Agent:
                 self.consumer.seek(tp, stored.next_offset)
                 offset = stored.next_offset
             self.owned[tp] = Owned(state, offset, state.totals(), offset, state.windows.sealed_before(),
-                                   verified=stored is None)
+                                   verified=stored is None, topic_id=stored.topic_id if stored else current)
             log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
 
     def _seek_start(self, tp: TopicPartition) -> None:
@@ -388,6 +438,7 @@ class Agent:
         if not lost and mine:
             self.checkpoint(mine)
         for tp in mine:
+            self.log_end.pop(tp, None)
             owned = self.owned.pop(tp)
             add(self.released, subtract(owned.state.totals(), owned.base))
             log.info("partition released", extra={"topic": tp.topic, "partition": tp.partition, "lost": lost})
@@ -402,13 +453,16 @@ class Agent:
         counters = total([self.released, subtract(sums.pop("totals"), total(o.base for o in owned))])
         lag = {}
         for tp, o in zip(tps, owned):
-            high = self.consumer.highwater(tp) if self.consumer is not None else None
-            if high is not None and o.next_offset != NO_OFFSET:
-                lag[(tp.topic, tp.partition)] = max(0, high - o.next_offset)
+            # The fetcher's high watermark is fresh while consuming, the
+            # probe's log end while paused: a log end only grows, so the larger.
+            ends = [self.consumer.highwater(tp) if self.consumer is not None else None, self.log_end.get(tp)]
+            ends = [end for end in ends if end is not None]
+            if ends and o.next_offset != NO_OFFSET:
+                lag[(tp.topic, tp.partition)] = max(0, max(ends) - o.next_offset)
         self.collector.publish(Snapshot(
             counters=counters, windows=sums, rejected=dict(self.rejected), exemplars=dict(self.exemplars),
             lag=lag, assigned=len(owned), last_checkpoint=self.last_checkpoint, checkpoints=dict(self.checkpoints),
-            resets=self.resets,
+            resets=self.resets, last_contact=self.last_contact, unreachable_since=self.unreachable_since,
         ))
 
     def health(self) -> tuple[bool, str]:
@@ -424,7 +478,12 @@ class Agent:
         lag = sum(self.collector.snapshot.lag.values())
         if lag > self.settings.metrics.ready_max_lag:
             return False, f"lag {lag} above {self.settings.metrics.ready_max_lag}"
-        return True, f"{len(self.owned)} partitions, lag {lag}"
+        # Still ready while Kafka is unreachable: an unready pod leaves its
+        # Service's endpoints, and then nothing would scrape the metric that
+        # tells of the outage (docs/operations.md, health endpoints).
+        since = self.unreachable_since
+        outage = f"; kafka unreachable for {time.time() - since:.0f}s" if since is not None else ""
+        return True, f"{len(self.owned)} partitions, lag {lag}{outage}"
 
 
 def _log_commit_error(offsets, response) -> None:

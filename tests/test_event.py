@@ -16,8 +16,8 @@ from agent.core.event import (
     RejectedEvent,
     decode,
     encode,
-    privacy_violation,
 )
+from agent.core.privacy import privacy_violation
 
 BASE = {
     "schema": "retrieval.v1",
@@ -194,9 +194,49 @@ def test_too_large_comes_before_anything():
     assert reason_of(raw(make(schema="retrieval.v9")), max_bytes=50) == "too_large"
 
 
-def test_invalid_json_comes_before_pii():
-    message = raw(make(query={"id": RAW_EMAIL}))[:-1]
-    assert reason_of(message) == "invalid_json"
+RAW_PHONE = "+1-555-010-2030"
+
+
+@pytest.mark.parametrize("secret", [RAW_EMAIL, RAW_PHONE, "5550102030", "(555) 010 2030", "jane doe"])
+@pytest.mark.parametrize("break_it", [
+    pytest.param(lambda b: b[:-1], id="truncated"),
+    pytest.param(lambda b: b[:b.index(b"cutoff_k")], id="cut-after-secret"),
+    pytest.param(lambda b: b.replace(b'"app"', b'"\xffapp"'), id="invalid-utf8"),
+    pytest.param(lambda b: b.replace(b'{', b'{,', 1), id="syntax"),
+])
+def test_unparsable_privacy_suspect_is_withheld(secret, break_it):
+    """A message that cannot be parsed is judged from its bytes: a suspect in
+    it withholds the payload (reason pii_suspected), never invalid_json."""
+    message = break_it(raw(make(query={"id": secret})))
+    with pytest.raises(RejectedEvent) as info:
+        decode(message)
+    assert info.value.reason == "pii_suspected" and info.value.withheld
+    assert secret not in str(info.value)
+
+
+def test_unparsable_clean_message_is_invalid_json_and_forwarded():
+    clean = raw(BASE)
+    for cut in range(1, len(clean)):  # every strict prefix of a clean event
+        with pytest.raises(RejectedEvent) as info:
+            decode(clean[:cut])
+        assert (info.value.reason, info.value.withheld) == ("invalid_json", False), clean[:cut]
+    assert reason_of(b"{not json") == "invalid_json"
+
+
+@pytest.mark.parametrize("message", [
+    b'{"query":{"id":"jane\\u0040example.com"}',  # an escaped @
+    b'{"query":{"id":jane.doe@example.com}}',  # unquoted
+    b'{"principal":{"groups":["gA1b2C3d4E5f","555.010.2030"]},}',
+    b'{"results":[{"acl":["all\\tstaff"]}]',  # an escaped tab
+    b'{"query":{"terms":["' + b"t" * 129,  # cut off, but longer than any hash
+])
+def test_raw_scan_finds_suspects_in_any_spelling(message):
+    assert reason_of(message) == "pii_suspected"
+
+
+def test_raw_scan_ignores_digits_outside_hashed_fields_and_cut_off_digits():
+    assert reason_of(b'{"ts":"2026-03-02","latency_ms":5550102030,"x":"555-010-2030",') == "invalid_json"
+    assert reason_of(b'{"query":{"id":"5550102') == "invalid_json"  # its digits may run on
 
 
 def test_pii_comes_before_unsupported_schema_and_invalid_fields():

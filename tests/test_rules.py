@@ -34,6 +34,7 @@ ALERTS = {
     "RagdriftAgentDown": "page",
     "RagdriftConsumerLagHigh": "ticket",
     "RagdriftCheckpointStale": "ticket",
+    "RagdriftKafkaUnreachable": "page",
     "RagdriftDeadLetters": "ticket",
     "RagdriftWatchdog": "none",
 }

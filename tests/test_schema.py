@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from agent.core import event as ev
+from agent.core import privacy
 from agent.core.event import Decoded, RejectedEvent, decode
 from agent.schema import load_schema
 
@@ -238,8 +239,8 @@ def test_schema_patterns_are_the_decoders():
     assert SCHEMA["$defs"]["hashToken"]["pattern"] == ev._HASH_PATTERN
     assert props["event_id"]["pattern"] == _ecma(typing.get_args(ev.EventId)[1].pattern)
     assert props["app"]["pattern"] == _ecma(typing.get_args(ev.AppName)[1].pattern)
-    assert ev._HASH_BOUND == 128 and "{8,128}" in ev._HASH_PATTERN
-    assert set(ev.HASHED_FIELDS) == {"query.id", "query.terms[]", "principal.groups[]", "results[].acl[]"}
+    assert privacy.HASH_BOUND == 128 and "{8,128}" in ev._HASH_PATTERN
+    assert set(privacy.HASHED_FIELDS) == {"query.id", "query.terms[]", "principal.groups[]", "results[].acl[]"}
     assert SCHEMA["$defs"]["ident"]["pattern"] == TEXT_PATTERN
 
 

@@ -1,4 +1,4 @@
-"""The `retrieval.v1` event: typed model, decoder and privacy guard.
+"""The `retrieval.v1` event: typed model and decoder.
 
 The fast path is one typed msgspec decode that rejects unknown fields. Anything
 that fails it takes the slow path: a generic parse, the privacy guard over every
@@ -9,12 +9,13 @@ conversion, so both paths enforce exactly the same rules.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import date, datetime, timezone
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
+
+from agent.core.privacy import WITHHELD, privacy_violation, raw_suspect
 
 SCHEMA = "retrieval.v1"
 DEFAULT_MAX_BYTES = 1 << 20
@@ -78,12 +79,6 @@ def _refuse(bad: re.Pattern, fields: dict[str, str | list[str] | None]) -> None:
                 raise ValueError(f"{name if isinstance(value, str) else f'{name}[{i}]'}: character not allowed")
 
 
-# Fields that carry producer-side HMACs. A value that looks like raw text in any
-# of them means the producer leaked something: the message is withheld whole.
-HASHED_FIELDS = ("query.id", "query.terms[]", "principal.groups[]", "results[].acl[]")
-_HASH_BOUND = 128
-
-
 class RejectedEvent(ValueError):
     """A message that cannot become an event; `reason` is its dead-letter reason."""
 
@@ -96,6 +91,11 @@ class RejectedEvent(ValueError):
     def kind(self) -> str:
         """The reason without its `:<path>` suffix, for bounded counting."""
         return self.reason.split(":", 1)[0]
+
+    @property
+    def withheld(self) -> bool:
+        """The payload must not travel further (its dead letter carries facts only)."""
+        return self.kind in WITHHELD
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -275,6 +275,8 @@ def _decode_slow(raw: bytes) -> Decoded:
     try:  # strict JSON in UTF-8: no NaN, no BOM, no UTF-16
         doc = msgspec.json.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        if raw_suspect(raw):  # no fields to tell apart: a suspect anywhere withholds it
+            raise RejectedEvent("pii_suspected", "$") from None
         raise RejectedEvent("invalid_json", type(exc).__name__) from None
     leaked = privacy_violation(doc)
     if leaked:
@@ -304,85 +306,6 @@ def _path(message: str) -> str:
     if sep and re.fullmatch(r"[a-z_]+(\[\d+\])?", field):
         path = f"{path}.{field}" if path else field
     return path or "$"
-
-
-# Where the hashed fields sit, as keys from the top of one event.
-_HASHED_PATHS = tuple(tuple(part.removesuffix("[]") for part in field.split(".")) for field in HASHED_FIELDS)
-_PATH_SHOWN = 200  # longest path a rejection names; a deeper finding names an ancestor
-
-# A path under construction: None (the top) or (parent path, segment), rendered
-# only for a finding, so a deeply nested document costs one small tuple per node
-# rather than one long string.
-_Path = Any
-
-
-def privacy_violation(doc: Any) -> str:
-    """Name the first hashed field holding text that looks raw, or ''.
-
-    Runs before any shape check, so it trusts no shape: on the way to a hashed
-    field every list is walked (a top-level array of events, `results`, or a
-    list where an object belongs), and at a hashed field every string below it
-    counts, whatever its type or nesting, object keys included. Only hashed
-    fields count: raw text elsewhere is not a privacy suspect. The path names
-    positions, never content: list positions are given (`query.terms[0][1]`,
-    `[2].query.id` for the third event of a top-level array), but an object
-    below a hashed field is named as a whole, since its keys are data too.
-    """
-    for path, text in _hashed_strings(doc):
-        if _looks_raw(text):
-            return _render(path)
-    return ""
-
-
-def _hashed_strings(doc: Any) -> Iterator[tuple[_Path, str]]:
-    """Every string at or below a hashed field, with its path, in document order.
-
-    Iterative, since a parsed document may nest as deep as the parser allows.
-    """
-    stack: list[tuple[_Path, Any, tuple[tuple[str, ...], ...]]] = [(None, doc, _HASHED_PATHS)]
-    while stack:
-        path, node, wanted = stack.pop()
-        if () in wanted:  # at a hashed field: everything below it counts
-            yield from _strings(path, node)
-        elif isinstance(node, list):
-            stack.extend(((path, f"[{i}]"), node[i], wanted) for i in reversed(range(len(node))))
-        elif isinstance(node, dict):
-            heads = {head: None for head, *_ in wanted if head in node}  # ordered, unique
-            for head in reversed(heads):
-                rest = tuple(tuple(tail) for first, *tail in wanted if first == head)
-                stack.append(((path, f".{head}" if path else head), node[head], rest))
-
-
-def _strings(path: _Path, node: Any) -> Iterator[tuple[_Path, str]]:
-    """Every string in `node`; below an object, each found at the object's path."""
-    stack: list[tuple[_Path, Any, bool]] = [(path, node, False)]
-    while stack:
-        path, node, in_object = stack.pop()
-        if isinstance(node, str):
-            yield path, node
-        elif isinstance(node, list):
-            for i in reversed(range(len(node))):
-                stack.append((path if in_object else (path, f"[{i}]"), node[i], in_object))
-        elif isinstance(node, dict):  # keys are data: scanned, never named
-            for key, value in reversed(node.items()):
-                stack += ((path, value, True), (path, key, True))
-
-
-def _render(path: _Path) -> str:
-    segments = []
-    while path is not None:
-        path, segment = path
-        segments.append(segment)
-    text = ""
-    for segment in reversed(segments):
-        if len(text) + len(segment) > _PATH_SHOWN:
-            break
-        text += segment
-    return text or "$"
-
-
-def _looks_raw(value: str) -> bool:
-    return len(value) > _HASH_BOUND or "@" in value or any(c.isspace() for c in value)
 
 
 def _strip_unknown(doc: dict, struct: type) -> int:

@@ -9,12 +9,11 @@ from __future__ import annotations
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 
+from agent.core.event import RejectedEvent
+from agent.core.privacy import forwardable_key
 from agent.io.settings import KafkaSettings
 
 REASON_HEADER = "ragdrift-reason"
-# Payloads that must not travel further: privacy suspects, and oversized ones
-# (the dead-letter topic would refuse them anyway).
-WITHHELD = frozenset(("pii_suspected", "too_large"))
 
 
 def has_fast_crc() -> bool:
@@ -52,12 +51,13 @@ def producer(settings: KafkaSettings, client_id: str) -> KafkaProducer:
     )
 
 
-def dead_letter(record: ConsumerRecord, reason: str, kind: str,
+def dead_letter(record: ConsumerRecord, rejected: RejectedEvent,
                 withhold: bool = False) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
     """Value, key and headers of the dead letter for a rejected record."""
-    if withhold or kind in WITHHELD:
-        return dead_letter_facts(record.topic, record.partition, record.offset, reason)
-    return record.value or b"", record.key, _headers(record.topic, record.partition, record.offset, reason, b"original")
+    if withhold or rejected.withheld:
+        return dead_letter_facts(record.topic, record.partition, record.offset, rejected.reason)
+    headers = _headers(record.topic, record.partition, record.offset, rejected.reason, b"original")
+    return record.value or b"", forwardable_key(record.key), headers
 
 
 def dead_letter_facts(topic: str, partition: int, offset: int,
@@ -75,6 +75,14 @@ def _headers(topic: str, partition: int, offset: int, reason: str, payload: byte
         ("ragdrift-source-offset", str(offset).encode()),
         ("ragdrift-payload", payload),
     ]
+
+
+def topic_id(consumer: KafkaConsumer, topic: str) -> str | None:
+    """The topic's id (KIP-516) in the consumer's metadata, or None if the
+    broker reports none. A recreated topic gets a new id. kafka-python 3
+    keeps it on its cluster metadata, which has no public accessor."""
+    found = consumer._client.cluster.topic_id(topic)  # noqa: SLF001
+    return None if found is None else str(found)
 
 
 def written_at(record: ConsumerRecord) -> float | None:

@@ -60,6 +60,8 @@ class Snapshot:
     last_checkpoint: float | None = None
     checkpoints: dict[str, int] = field(default_factory=dict)
     resets: int = 0  # partitions whose log restarted below their checkpoint
+    last_contact: float | None = None  # epoch s of Kafka's last answer
+    unreachable_since: float | None = None  # set while Kafka does not answer
 
 
 class RagdriftCollector:
@@ -243,6 +245,14 @@ class RagdriftCollector:
         if snap.last_checkpoint is not None:
             yield GaugeMetricFamily(f"{PREFIX}last_checkpoint_timestamp_seconds", "Time of the last successful checkpoint.", value=snap.last_checkpoint)
             yield GaugeMetricFamily(f"{PREFIX}checkpoint_age_seconds", "Seconds since the last successful checkpoint.", value=max(0.0, self.clock() - snap.last_checkpoint))
+        if snap.last_contact is not None:
+            yield GaugeMetricFamily(f"{PREFIX}kafka_last_contact_timestamp_seconds",
+                                    "Time Kafka last answered this replica (a fetch or a log-end probe).",
+                                    value=snap.last_contact)
+        since = snap.unreachable_since
+        yield GaugeMetricFamily(f"{PREFIX}kafka_unreachable_seconds",
+                                "Seconds Kafka has not answered this replica's probes; 0 while it answers.",
+                                value=0.0 if since is None else max(0.0, self.clock() - since))
         resets = CounterMetricFamily(f"{PREFIX}offset_resets", "Partitions restarted afresh because their log began below the checkpoint.")
         resets.add_metric([], snap.resets)
         yield resets

@@ -41,6 +41,10 @@ class KafkaSettings:
     max_poll_records: int = 2000
     session_timeout_ms: int = 10000
     heartbeat_interval_ms: int = 3000
+    # How often the log end of each owned partition is asked for: lag stays
+    # true while consumption is paused, and a failed answer marks the broker
+    # unreachable (ragdrift_kafka_unreachable_seconds).
+    probe_interval_seconds: float = 5.0
     # Passed through to kafka-python's consumer and producer as they are:
     # security_protocol, sasl_mechanism, sasl_plain_username, ssl_cafile, ...
     client: dict[str, Any] = field(default_factory=dict)
@@ -250,6 +254,7 @@ def _check(s: Settings) -> None:
     need(s.kafka.max_poll_records >= 1, "kafka.max_poll_records", "must be >= 1")
     need(s.kafka.session_timeout_ms > 0, "kafka.session_timeout_ms", "must be > 0")
     need(s.kafka.heartbeat_interval_ms > 0, "kafka.heartbeat_interval_ms", "must be > 0")
+    need(s.kafka.probe_interval_seconds > 0, "kafka.probe_interval_seconds", "must be > 0")
     need(s.kafka.heartbeat_interval_ms < s.kafka.session_timeout_ms, "kafka.heartbeat_interval_ms",
          "must be below kafka.session_timeout_ms")
     need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")

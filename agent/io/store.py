@@ -6,6 +6,11 @@ checkpoint is all or nothing; the stored offset, not Kafka's committed one, is
 where a partition resumes. Sealed minute buckets never change, so each is
 written once to `ragdrift_buckets` and deleted when it is retired; the
 checkpoint row holds the rest of the state.
+
+Replicas that start together on an empty database each create the tables:
+on PostgreSQL they take turns under an advisory lock, so the second finds
+what the first created; upgrades add what an older schema lacks, in the
+same locked transaction.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from sqlalchemy import (
     Table,
     create_engine,
     delete,
+    inspect,
     select,
     text,
 )
@@ -55,6 +61,11 @@ def _timeouts(url: str) -> dict:
     return {"timeout": 5}
 
 
+# pg_advisory_xact_lock key serializing schema changes between replicas
+# (the first eight bytes of sha256("ragdrift.schema"), as a signed bigint).
+SCHEMA_LOCK = 0x4D89E8B902B67DBA
+
+
 class StoreError(RuntimeError):
     """The store could not be read or written."""
 
@@ -67,6 +78,7 @@ class Checkpoint:
     state: dict
     sealed: list = field(default_factory=list)  # [bucket index, tally items] stored apart
     keep_from: int | None = None  # sealed buckets below this index are retired: delete them
+    topic_id: str | None = None  # the log's identity: another id means the topic was recreated
 
 
 class Store:
@@ -80,6 +92,7 @@ class Store:
             Column("next_offset", BigInteger, nullable=False),
             Column("state", LargeBinary, nullable=False),
             Column("updated_at", Float, nullable=False),
+            Column("topic_id", String(64), nullable=True),
         )
         self.buckets = Table(
             "ragdrift_buckets",
@@ -90,14 +103,28 @@ class Store:
         )
         try:
             self.engine = create_engine(url, pool_pre_ping=True, connect_args=_timeouts(url))
-            self.metadata.create_all(self.engine)
+            postgres = self.engine.dialect.name == "postgresql"
+            with self.engine.begin() as conn:
+                if postgres:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                self.metadata.create_all(conn)
+                self._upgrade(conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open store {self.engine_url()}: {exc.__class__.__name__}") from exc
-        postgres = self.engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if postgres else sqlite.insert
         # Several replicas share PostgreSQL, so loads read one snapshot; SQLite
         # serves a single replica, with no other writer to tear a load.
         self._snapshot_isolation = "REPEATABLE READ" if postgres else "SERIALIZABLE"
+
+    def _upgrade(self, conn) -> None:
+        """Add the columns a store created by an older release lacks (new columns are nullable)."""
+        table = self.checkpoints
+        have = {c["name"] for c in inspect(conn).get_columns(table.name, schema=table.schema)}
+        for column in table.columns:
+            if column.name not in have:
+                kind = column.type.compile(dialect=conn.dialect)
+                name = conn.dialect.identifier_preparer.format_table(table)
+                conn.execute(text(f"ALTER TABLE {name} ADD COLUMN {column.name} {kind}"))
 
     def engine_url(self) -> str:
         """The URL with any password hidden, for logs."""
@@ -117,6 +144,7 @@ class Store:
                     "next_offset": c.next_offset,
                     "state": orjson.dumps(c.state),
                     "updated_at": now,
+                    "topic_id": c.topic_id,
                 }
                 for c in checkpoints
             ]
@@ -131,7 +159,7 @@ class Store:
         stmt = self._insert(self.checkpoints)
         stmt = stmt.on_conflict_do_update(
             index_elements=["group_id", "topic", "partition"],
-            set_={"next_offset": stmt.excluded.next_offset, "state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at},
+            set_={name: stmt.excluded[name] for name in ("next_offset", "state", "updated_at", "topic_id")},
             # Never move a partition backwards: a replica that lost its
             # partitions without noticing cannot undo its successor's work.
             where=self.checkpoints.c.next_offset <= stmt.excluded.next_offset,
@@ -161,7 +189,7 @@ class Store:
 
     def load(self, group_id: str, topic: str, partition: int) -> Checkpoint | None:
         c = self.checkpoints.c
-        query = select(c.next_offset, c.state).where(
+        query = select(c.next_offset, c.state, c.topic_id).where(
             *_of(self.checkpoints, group_id, topic, partition)
         )
         b = self.buckets.c
@@ -176,7 +204,7 @@ class Store:
             raise StoreError(f"cannot load checkpoint: {exc.__class__.__name__}: {exc}") from exc
         if row is None:
             return None
-        return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state), sealed)
+        return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state), sealed, topic_id=row.topic_id)
 
     def reset(self, group_id: str, topic: str, partition: int) -> None:
         """Forget a partition's checkpoint (its log was recreated)."""

@@ -171,3 +171,51 @@ def test_store_that_went_away_fails_ping_load_and_save_with_store_errors(tmp_pat
     with pytest.raises(StoreError):
         store.save(GROUP, [Checkpoint("a", 0, 2, {})])
     store.close()
+
+
+def test_a_store_created_by_the_previous_release_is_upgraded_in_place(url):
+    """The previous release's table lacked `topic_id`: opening the store adds
+    it, and the old checkpoint loads with no topic id."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(
+            "CREATE TABLE ragdrift_checkpoints (group_id VARCHAR(255) NOT NULL, topic VARCHAR(255) NOT NULL, "
+            "partition INTEGER NOT NULL, next_offset BIGINT NOT NULL, state BYTEA NOT NULL, "
+            "updated_at FLOAT NOT NULL, PRIMARY KEY (group_id, topic, partition))".replace(
+                "BYTEA", "BLOB" if url.startswith("sqlite") else "BYTEA")))
+        conn.execute(text("INSERT INTO ragdrift_checkpoints VALUES ('ragdrift', 'a', 0, 7, :s, 0)"),
+                     {"s": orjson.dumps(real_state(1))})
+    engine.dispose()
+    store = Store(url)
+    try:
+        old = store.load(GROUP, "a", 0)
+        assert (old.next_offset, old.topic_id, old.state) == (7, None, as_stored(real_state(1)))
+        store.save(GROUP, [Checkpoint("a", 0, 9, real_state(2), topic_id="id-1")])
+        assert store.load(GROUP, "a", 0).topic_id == "id-1"
+    finally:
+        store.close()
+    Store(url).close()  # opening an up-to-date store changes nothing
+
+
+@pytest.mark.postgres
+def test_replicas_opening_an_empty_database_at_once_all_succeed(pg_url):
+    """Schema creation takes turns under an advisory lock: without it, the
+    second of two concurrent creators fails on PostgreSQL's catalog."""
+    import threading
+
+    barrier = threading.Barrier(6)
+    errors: list[str] = []
+
+    def open_store() -> None:
+        barrier.wait()
+        try:
+            Store(pg_url).close()
+        except StoreError:
+            errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=open_store) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
