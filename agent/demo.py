@@ -1,12 +1,13 @@
 """`ragdrift demo`: an embedded broker, live traffic with incidents, and the agent.
 
 Everything runs in this process or as its child (the tansu broker), and
-Ctrl-C stops all of it, leaving no process behind.
+Ctrl-C or SIGTERM stops all of it, leaving no process behind.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -37,6 +38,10 @@ class Demo:
 
     def run(self) -> int:
         logs.setup("auto", "ERROR")  # keep the live summary readable
+        # Our own handlers, whatever was inherited: a shell's background job
+        # or a process manager may start us with SIGINT ignored.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.stop.set())
         workdir = tempfile.mkdtemp(prefix="ragdrift-demo-")
         broker = Tansu().start()
         running = None
@@ -62,8 +67,6 @@ class Demo:
             print(f"broker (tansu) at {broker.bootstrap}, topics {TOPIC} and {DLQ}", file=self.out)
             print(f"incidents: {', '.join(SCHEDULE)} (minutes from now); Ctrl-C stops", file=self.out)
             self._watch(running.agent, threads[0])
-        except KeyboardInterrupt:
-            pass
         finally:
             self.stop.set()
             if running is not None:

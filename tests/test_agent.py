@@ -20,12 +20,18 @@ from agent.core.state import PartitionState
 from agent.core.summary import summarize
 from agent.io.embedded import wait_until
 from agent.io.store import Store
-from tests.agentctl import LATENESS, WINDOWS, AgentProcess, agent_config, new_port, produce, read_partitions, uninterrupted
+from tests.agentctl import (
+    AgentProcess,
+    agent_config,
+    assert_exactly_once,
+    caught_up,
+    new_port,
+    produce,
+    read_partitions,
+    store_states,
+)
 
 pytestmark = pytest.mark.broker
-
-
-CORE = CoreConfig(lateness_seconds=LATENESS, windows=tuple(WINDOWS.items()))  # as agent_config sets it
 
 
 def _now() -> datetime:
@@ -60,38 +66,6 @@ def agents():
     yield start
     for agent in started:
         agent.stop()
-
-
-def _store_states(url: str, group: str, topic: str, partitions: int) -> dict[int, tuple[int, dict]]:
-    """Each partition's stored offset and whole state (sealed buckets merged back in)."""
-    store = Store(url)
-    try:
-        found = {}
-        for p in range(partitions):
-            checkpoint = store.load(group, topic, p)
-            if checkpoint is not None:
-                state = PartitionState.from_dict(CORE, checkpoint.state, checkpoint.sealed)
-                found[p] = (checkpoint.next_offset, state.to_dict())
-        return found
-    finally:
-        store.close()
-
-
-def _caught_up(url: str, group: str, topic: str, records: dict[int, list]) -> bool:
-    stored = _store_states(url, group, topic, len(records))
-    return all(
-        not recs or (p in stored and stored[p][0] == recs[-1].offset + 1) for p, recs in records.items()
-    )
-
-
-def _assert_exactly_once(url: str, group: str, topic: str, records: dict[int, list]) -> None:
-    stored = _store_states(url, group, topic, len(records))
-    for p, recs in records.items():
-        if not recs:
-            continue
-        expected = uninterrupted(recs, CORE).to_dict()
-        # Through JSON, as the store keeps it.
-        assert stored[p][1] == orjson.loads(orjson.dumps(expected)), f"partition {p} state differs"
 
 
 def test_metrics_equal_replay(broker, topics, agents, group_id, tmp_path):
@@ -155,8 +129,8 @@ def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path
         agent = agents(config)
     produced = flow.finish()
     records = read_partitions(broker.bootstrap, topic, produced)
-    wait_until(lambda: _caught_up(url, group_id, topic, records), 120, 0.2, "agent caught up")
-    _assert_exactly_once(url, group_id, topic, records)
+    wait_until(lambda: caught_up(url, group_id, topic, records), 120, 0.2, "agent caught up")
+    assert_exactly_once(url, group_id, topic, records)
     assert sum(map(len, records.values())) == produced
     # The run went through every kind of bucket the checkpoint stores.
     store = Store(url)
@@ -223,8 +197,8 @@ def test_two_agents_split_partitions_and_hand_over(broker, topics, agents, group
     more = list(synth.generate(1000, seed=10, start=_now(), rate=50))
     produce(broker.bootstrap, topic, more)
     records = read_partitions(broker.bootstrap, topic, len(lines) + len(more))
-    wait_until(lambda: _caught_up(pg_url, group_id, topic, records), 60, 0.2, "survivor caught up")
-    _assert_exactly_once(pg_url, group_id, topic, records)
+    wait_until(lambda: caught_up(pg_url, group_id, topic, records), 60, 0.2, "survivor caught up")
+    assert_exactly_once(pg_url, group_id, topic, records)
     assert second.value("ragdrift_window_retrievals", window="1h") == len(lines) + len(more)
 
 
@@ -321,7 +295,7 @@ def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin):
             wait_until(lambda: agent.value("ragdrift_events_total") >= 40, 60, 0.2, "new log processed")
             assert agent.value("ragdrift_offset_resets_total") == 1
             assert agent.value("ragdrift_events_total") == 40
-            wait_until(lambda: _store_states(url, "g", "r", 1).get(0, (0,))[0] == 40, 30, 0.2, "fresh checkpoint")
+            wait_until(lambda: store_states(url, "g", "r", 1).get(0, (0,))[0] == 40, 30, 0.2, "fresh checkpoint")
         finally:
             agent.stop()
     finally:
@@ -360,5 +334,5 @@ def test_consumption_pauses_while_checkpoints_fail(broker, topics, agents, group
         engine.dispose()
     wait_until(lambda: agent.value("ragdrift_events_total") >= 350, 60, 0.2, "consumption resumed")
     records = read_partitions(broker.bootstrap, topic, 350)
-    wait_until(lambda: _caught_up(pg_url, group_id, topic, records), 60, 0.2, "caught up")
-    _assert_exactly_once(pg_url, group_id, topic, records)
+    wait_until(lambda: caught_up(pg_url, group_id, topic, records), 60, 0.2, "caught up")
+    assert_exactly_once(pg_url, group_id, topic, records)

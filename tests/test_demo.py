@@ -1,4 +1,5 @@
-"""`ragdrift demo` end to end: starts, processes live traffic, stops cleanly on Ctrl-C."""
+"""`ragdrift demo` end to end: starts, processes live traffic, stops cleanly
+on Ctrl-C and on SIGTERM, whatever signal disposition it inherited."""
 
 from __future__ import annotations
 
@@ -17,13 +18,25 @@ from tests.services import http_get
 pytestmark = pytest.mark.broker
 
 
-def test_demo_runs_and_leaves_nothing_behind(tansu_bin, tmp_path):
+def _ignore_sigint() -> None:
+    """As a shell starts a background job, or a process manager its children."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(("stop_with", "sigint_ignored"), [
+    pytest.param(signal.SIGINT, False, id="ctrl-c"),
+    pytest.param(signal.SIGTERM, True, id="sigterm-with-sigint-ignored"),
+    pytest.param(signal.SIGINT, True, id="sigint-though-inherited-ignored"),
+])
+def test_demo_runs_and_leaves_nothing_behind(tansu_bin, tmp_path, stop_with, sigint_ignored):
     port = free_port()
     out = tmp_path / "demo.out"
+    preexec = _ignore_sigint if sigint_ignored else None
     with open(out, "wb") as sink:
         demo = subprocess.Popen(
             [sys.executable, "-m", "agent.cli", "demo", "--port", str(port), "--rate", "200"],
             stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            preexec_fn=preexec,
         )
     try:
         def processed() -> float:
@@ -34,7 +47,7 @@ def test_demo_runs_and_leaves_nothing_behind(tansu_bin, tmp_path):
         wait_until(lambda: processed() > 100, 60, 0.2, "demo traffic processed")
         broker = re.search(r"broker \(tansu\) at 127\.0\.0\.1:(\d+)", out.read_text())
         assert broker, out.read_text()
-        demo.send_signal(signal.SIGINT)
+        demo.send_signal(stop_with)
         assert demo.wait(20) == 0, out.read_text()
     finally:
         if demo.poll() is None:

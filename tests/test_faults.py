@@ -1,0 +1,240 @@
+"""The agent under attack and bad luck, with real processes: privacy suspects
+in broken messages, a recreated topic, a paused consumer's lag, a broker
+outage, and replicas starting together on an empty PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import orjson
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+
+from agent import synth
+from agent.io.embedded import Tansu, wait_until
+from tests.agentctl import (
+    AgentProcess,
+    agent_config,
+    assert_exactly_once,
+    caught_up,
+    new_port,
+    produce,
+    read_partitions,
+)
+from tests.services import http_get
+
+pytestmark = pytest.mark.broker
+
+EMAIL = "jane.doe@example.com"
+PHONE = "+1-555-010-2030"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc) - timedelta(minutes=3)
+
+
+@pytest.fixture
+def agents():
+    started: list[AgentProcess] = []
+
+    def make(config: dict) -> AgentProcess:
+        agent = AgentProcess(config)
+        started.append(agent)
+        return agent
+
+    yield make
+    for agent in started:
+        agent.stop()
+
+
+def _with_secret(doc: dict, secret: str, where: str) -> dict:
+    if where == "query.id":
+        return dict(doc, query=dict(doc["query"], id=secret))
+    return dict(doc, principal=dict(doc["principal"], groups=[*doc["principal"]["groups"], secret]))
+
+
+# Each way to break a message, applied to an event that carries the secret.
+BREAKS = {
+    "truncated": lambda doc: orjson.dumps(doc)[:-7],
+    "invalid_utf8": lambda doc: orjson.dumps(doc).replace(b'"app"', b'"\xffapp"', 1),
+    "wrong_type": lambda doc: orjson.dumps(dict(doc, cutoff_k="three")),
+    "unsupported_schema": lambda doc: orjson.dumps(dict(doc, schema="retrieval.v2")),
+    "too_large": lambda doc: orjson.dumps(dict(doc, padding="p" * 120_000)),
+}
+
+
+def test_privacy_suspects_reach_no_dead_letter_log_or_metric(broker, make_topic, agents, group_id, tmp_path):
+    topic, dlq = make_topic(1, "retrievals"), make_topic(1, "dlq")
+    good = list(synth.generate(50, seed=61, start=_now()))
+    base = orjson.loads(good[0])
+    poison = []
+    for secret, where in ((EMAIL, "query.id"), (PHONE, "principal.groups")):
+        for name, breaks in BREAKS.items():
+            poison.append((secret, breaks(_with_secret(base, secret, where))))
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=1 << 21)
+    for line in good[:25]:
+        producer.send(topic, line)
+    for secret, message in poison:  # the key leaks the secret too
+        producer.send(topic, message, key=secret.encode())
+    for line in good[25:]:
+        producer.send(topic, line)
+    producer.flush()
+    producer.close()
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
+    config["kafka"]["max_message_bytes"] = 100_000
+    agent = agents(config).start()
+    wait_until(lambda: agent.value("ragdrift_events_total") >= 50 + len(poison), 60, 0.2, "all messages handled")
+    assert agent.value("ragdrift_events_total", outcome="rejected") == len(poison)
+
+    letters = _read(broker.bootstrap, dlq, len(poison) + 1, timeout_ms=3000)
+    assert len(letters) == len(poison), "exactly one dead letter per rejected message"
+    sources = sorted(int(dict(r.headers)["ragdrift-source-offset"]) for r in letters)
+    assert sources == list(range(25, 25 + len(poison)))
+    reasons = sorted(dict(r.headers)["ragdrift-reason"].decode() for r in letters)
+    assert reasons == sorted(["pii_suspected"] * 8 + ["too_large"] * 2)
+    metrics = http_get(f"http://127.0.0.1:{agent.port}/metrics").decode()
+    logs = agent.log_path.read_text(errors="replace")
+    for text in (EMAIL, "jane.doe", PHONE, "555-010-2030"):
+        for record in letters:
+            assert text.encode() not in record.value
+            assert record.key is None or text.encode() not in record.key
+            assert all(text.encode() not in value for _, value in record.headers)
+        assert text not in logs and text not in metrics
+
+
+def _read(bootstrap: str, topic: str, most: int, timeout_ms: int) -> list:
+    """Every record of a topic, reading until `timeout_ms` passes with nothing new."""
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=timeout_ms)
+    records = []
+    for record in consumer:
+        records.append(record)
+        if len(records) >= most:
+            break
+    consumer.close()
+    return records
+
+
+@pytest.mark.parametrize("new_events", [900, 9000])
+def test_a_recreated_topic_is_processed_completely(tansu_bin, agents, tmp_path, new_events):
+    """The broker loses its data under a running agent and the topic is made
+    again: the new log is read from its start whatever its length (a new topic
+    id), each partition's reset is counted, and the stored state equals a
+    replay of the new log."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    broker = Tansu(binary=tansu_bin).start()
+    try:
+        broker.create_topic("r", 3)
+        broker.create_topic("r.dlq", 1)
+        first = list(synth.generate(3000, seed=71, start=_now()))
+        produce(broker.bootstrap, "r", first)
+        agent = agents(agent_config(broker.bootstrap, "r", "r.dlq", "g", url, new_port())).start()
+        wait_until(lambda: agent.value("ragdrift_events_total") >= len(first), 90, 0.2, "first log processed")
+        wait_until(lambda: caught_up(url, "g", "r", read_partitions(broker.bootstrap, "r", len(first))),
+                   30, 0.2, "first log checkpointed")
+
+        port = int(broker.bootstrap.rsplit(":", 1)[1])
+        broker.stop()  # memory storage: every log is gone
+        broker = Tansu(port=port, binary=tansu_bin).start()
+        broker.create_topic("r", 3)
+        broker.create_topic("r.dlq", 1)
+        second = list(synth.generate(new_events, seed=72, start=_now() + timedelta(minutes=1), rate=200))
+        produce(broker.bootstrap, "r", second)
+        records = read_partitions(broker.bootstrap, "r", len(second))
+        wait_until(lambda: caught_up(url, "g", "r", records), 120, 0.2, "new log processed and checkpointed")
+        assert_exactly_once(url, "g", "r", records)
+        assert agent.value("ragdrift_offset_resets_total") == 3
+        assert agent.value("ragdrift_window_retrievals", window="1h") == len(second)
+    finally:
+        broker.stop()
+
+
+def test_lag_keeps_counting_while_consumption_is_paused(broker, make_topic, agents, group_id, pg_url):
+    """Checkpoints fail (the table is locked), consumption pauses; the lag
+    gauge still counts every message that waits."""
+    from sqlalchemy import create_engine, text
+
+    topic, dlq = make_topic(3, "retrievals"), make_topic(1, "dlq")
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port())
+    config["kafka"]["probe_interval_seconds"] = 0.5
+    agent = agents(config).start()
+    produce(broker.bootstrap, topic, list(synth.generate(200, seed=81, start=_now())))
+    wait_until(lambda: agent.value("ragdrift_events_total") >= 200, 60, 0.2, "first events")
+    wait_until(lambda: agent.value("ragdrift_checkpoints_total", outcome="ok") > 0, 30, 0.2, "a checkpoint")
+
+    engine = create_engine(pg_url)
+    conn = engine.connect()
+    locked = conn.begin()
+    conn.execute(text("LOCK TABLE ragdrift_checkpoints IN ACCESS EXCLUSIVE MODE"))
+    try:
+        produce(broker.bootstrap, topic, list(synth.generate(50, seed=82, start=_now() + timedelta(seconds=30))))
+        wait_until(lambda: "consumption paused" in agent.log(), 90, 0.2, "consumption paused")
+        processed = agent.value("ragdrift_events_total")
+        # One record per batch: the test broker's log end counts batches.
+        waiting = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for line in synth.generate(120, seed=83, start=_now() + timedelta(seconds=60)):
+            waiting.send(topic, line)
+            waiting.flush()
+        waiting.close()
+        backlog = 250 + 120 - processed
+        wait_until(lambda: agent.value("ragdrift_consumer_lag_messages") == backlog, 30, 0.2,
+                   f"lag of {backlog} messages while paused")
+        assert agent.value("ragdrift_events_total") == processed
+    finally:
+        locked.rollback()
+        conn.close()
+        engine.dispose()
+    wait_until(lambda: agent.value("ragdrift_events_total") >= 370, 60, 0.2, "consumption resumed")
+    wait_until(lambda: agent.value("ragdrift_consumer_lag_messages") == 0, 30, 0.2, "lag drained")
+
+
+def test_a_broker_outage_is_measured_and_ready_stays_up(tansu_bin, agents, tmp_path):
+    """SIGKILL the broker: the unreachable gauge counts the outage, /readyz
+    stays 200 (so Prometheus keeps scraping) and says why; once the broker is
+    back the gauge returns to 0 and consumption goes on."""
+    broker = Tansu(binary=tansu_bin).start()
+    try:
+        broker.create_topic("r", 2)
+        broker.create_topic("r.dlq", 1)
+        config = agent_config(broker.bootstrap, "r", "r.dlq", "g", f"sqlite:///{tmp_path}/s.db", new_port())
+        config["kafka"]["probe_interval_seconds"] = 0.5
+        agent = agents(config).start()
+        produce(broker.bootstrap, "r", list(synth.generate(100, seed=91, start=_now())))
+        wait_until(lambda: agent.value("ragdrift_events_total") >= 100, 60, 0.2, "events processed")
+        assert agent.value("ragdrift_kafka_unreachable_seconds") == 0
+        assert agent.value("ragdrift_kafka_last_contact_timestamp_seconds") > 0
+
+        port = int(broker.bootstrap.rsplit(":", 1)[1])
+        broker.kill()
+        wait_until(lambda: agent.value("ragdrift_kafka_unreachable_seconds") >= 5, 30, 0.2, "outage measured")
+        status, text = agent.endpoint("/readyz")
+        assert status == 200 and "kafka unreachable for" in text, text
+        assert agent.endpoint("/healthz")[0] == 200
+
+        broker = Tansu(port=port, binary=tansu_bin).start()
+        broker.create_topic("r", 2)
+        broker.create_topic("r.dlq", 1)
+        wait_until(lambda: agent.value("ragdrift_kafka_unreachable_seconds") == 0, 60, 0.2, "broker reachable")
+        assert "kafka unreachable" in agent.log() and "kafka reachable again" in agent.log()
+    finally:
+        broker.stop()
+
+
+def test_three_replicas_start_together_on_an_empty_database(broker, make_topic, agents, group_id, pg_url):
+    topic, dlq = make_topic(3, "retrievals"), make_topic(1, "dlq")
+    replicas = [agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port())) for _ in range(3)]
+    for replica in replicas:
+        replica.launch()
+    for replica in replicas:
+        replica.wait_serving()
+
+    def assigned() -> list[float]:
+        return [r.value("ragdrift_assigned_partitions") for r in replicas]
+
+    wait_until(lambda: sum(assigned()) == 3 and all(assigned()), 60, 0.2, "each replica owns a partition")
+    lines = list(synth.generate(1500, seed=95, start=_now(), incidents=[synth.parse_incident("leak@0.1")]))
+    produce(broker.bootstrap, topic, lines)
+    records = read_partitions(broker.bootstrap, topic, len(lines))
+    wait_until(lambda: caught_up(pg_url, group_id, topic, records), 90, 0.2, "all partitions checkpointed")
+    assert_exactly_once(pg_url, group_id, topic, records)
+    assert sum(r.value("ragdrift_window_retrievals", window="1h") for r in replicas) == len(lines)
