@@ -158,7 +158,7 @@ def _open_output(path: str) -> BinaryIO:
 
 def _replay(args: argparse.Namespace) -> int:
     from agent.core.config import CoreConfig
-    from agent.core.event import RejectedEvent
+    from agent.core.reasons import RejectedEvent
     from agent.core.state import PartitionState
     from agent.core.summary import summarize
 

@@ -23,7 +23,7 @@ from kafka.structs import OffsetAndMetadata
 from opentelemetry.trace import Link, Tracer
 
 from agent.core.access import unauthorized_results
-from agent.core.event import RejectedEvent
+from agent.core.reasons import RejectedEvent
 from agent.core.freshness import is_stale
 from agent.core.state import PartitionState, snapshot
 from agent.core.tally import Tally, add, subtract, total

@@ -16,7 +16,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 import orjson
 
-from agent.core.event import SCHEMA
+from agent.core.model import SCHEMA
 
 # The corpus, the query population and the hashed identities do not depend on the
 # seed: they stand for one deployment with its own HMAC salt, so a baseline frozen

@@ -22,7 +22,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.core.config import CoreConfig
-from agent.core.event import RejectedEvent
+from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.io.broker import written_at
 from agent.io.store import Store

@@ -15,7 +15,7 @@ from kafka import KafkaConsumer
 
 from agent import synth
 from agent.core.config import CoreConfig
-from agent.core.event import RejectedEvent
+from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.core.summary import summarize
 from agent.io.embedded import wait_until

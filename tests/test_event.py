@@ -1,4 +1,4 @@
-"""Unit tests of the `retrieval.v1` decoder (agent.core.event)."""
+"""Unit tests of the `retrieval.v1` decoder (agent.core.decoder)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from agent.core.event import (
-    DEFAULT_MAX_BYTES,
-    Decoded,
-    Event,
-    RejectedEvent,
-    decode,
-    encode,
-)
+from agent.core.decoder import DEFAULT_MAX_BYTES, Decoded, decode
+from agent.core.model import Event, encode
+from agent.core.reasons import RejectedEvent
 from agent.core.privacy import privacy_violation
 
 BASE = {

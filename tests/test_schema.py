@@ -1,6 +1,6 @@
 """The published JSON Schema and the decoder agree on the `retrieval.v1` contract.
 
-The decoder (`agent.core.event`) is the reference implementation. The conformance
+The decoder (`agent.core.decoder`) is the reference implementation. The conformance
 corpus under tests/data/events holds one message per file:
 
 - valid/         accepted by both;
@@ -29,9 +29,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from agent.core import event as ev
+from agent.core import model as ev
 from agent.core import privacy
-from agent.core.event import Decoded, RejectedEvent, decode
+from agent.core.decoder import Decoded, decode
+from agent.core.reasons import RejectedEvent
 from agent.schema import load_schema
 
 CORPUS = Path(__file__).parent / "data" / "events"

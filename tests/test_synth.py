@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.core.event import Event, RejectedEvent, decode
+from agent.core.decoder import decode
+from agent.core.model import Event
+from agent.core.reasons import RejectedEvent
 from agent.synth import (
     DEFAULT_START,
     INCIDENT_KINDS,

@@ -1,6 +1,6 @@
 """Access: unauthorized results and results served without identity claims."""
 
-from agent.core.event import Event
+from agent.core.model import Event
 from agent.core.tally import Counter, Tally, inc
 from agent.core.view import View
 

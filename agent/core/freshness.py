@@ -1,6 +1,6 @@
 """Content age, stale results and stale conflicts in the admitted set."""
 
-from agent.core.event import Result
+from agent.core.model import Result
 from agent.core.tally import Counter, Histogram, Tally, inc
 from agent.core.view import View
 

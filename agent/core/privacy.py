@@ -15,9 +15,6 @@ from typing import Any
 
 HASHED_FIELDS = ("query.id", "query.terms[]", "principal.groups[]", "results[].acl[]")
 HASH_BOUND = 128  # longest hash token
-# Dead-letter reasons whose payload never travels: privacy suspects, and
-# oversized messages (too large to forward, and not scanned).
-WITHHELD = frozenset(("pii_suspected", "too_large"))
 
 # A phone number written where a hash belongs: optional +, digits with the
 # usual separators, 7-15 digits (E.164 has at most 15). Hash tokens are 8+

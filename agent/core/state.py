@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
-from agent.core.event import DEFAULT_MAX_BYTES, Decoded, Event, decode
+from agent.core.decoder import DEFAULT_MAX_BYTES, Decoded, decode
+from agent.core.model import Event
 from agent.core.families import OBSERVERS
 from agent.core.labels import LabelSet
 from agent.core.tally import Tally, inc, total

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.core.config import CoreConfig
-from agent.core.event import Event, Result
+from agent.core.model import Event, Result
 from agent.core.labels import LabelSet
 from agent.core.vocabulary import Vocabulary
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 
-from agent.core.event import RejectedEvent
+from agent.core.reasons import RejectedEvent
 from agent.core.privacy import forwardable_key
 from agent.io.settings import KafkaSettings
 

@@ -1,6 +1,6 @@
 """The published JSON Schema (draft 2020-12) of the `retrieval.v1` event, for producers.
 
-The decoder in `agent.core.event` is the reference implementation; the schema states
+The decoder in `agent.core.decoder` is the reference implementation; the schema states
 the same rules, except the few listed in its top-level `description`.
 """
 

@@ -1,6 +1,6 @@
 """Hand-computed cases for every definition in DESIGN.md "Definitions (per event)".
 
-Every event goes the real way: dict -> JSON bytes -> `agent.core.event.decode`
+Every event goes the real way: dict -> JSON bytes -> `agent.core.decoder.decode`
 -> `PartitionState`, and the numbers are read from the tally keys and from
 `summarize(state.totals(), {})`.
 """
@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from agent.core.config import CoreConfig
-from agent.core.event import RejectedEvent, decode
+from agent.core.decoder import decode
+from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.core.summary import summarize
 from agent.core.tally import Buckets, Histogram

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from agent.core.config import CoreConfig
-from agent.core.event import RejectedEvent
+from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState, snapshot
 from agent.core.summary import summarize
 from agent.core.tally import total

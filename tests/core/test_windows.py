@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from agent.core.config import CoreConfig
-from agent.core.event import decode
+from agent.core.decoder import decode
 from agent.core.labels import OTHER
 from agent.core.state import PartitionState, snapshot
 

@@ -1,9 +1,8 @@
-"""The `retrieval.v1` event: typed model and decoder.
+"""The `retrieval.v1` event as typed structs: the contract's fields and rules.
 
-The fast path is one typed msgspec decode that rejects unknown fields. Anything
-that fails it takes the slow path: a generic parse, the privacy guard over every
-hashed field, unknown fields stripped and counted, then the same typed
-conversion, so both paths enforce exactly the same rules.
+Field rules live in the types (lengths, bounds) and in each struct's
+`__post_init__` (characters, dates, rank uniqueness), so the decoder's fast
+and slow paths enforce exactly the same rules.
 """
 
 from __future__ import annotations
@@ -15,10 +14,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from agent.core.privacy import WITHHELD, privacy_violation, raw_suspect
 
 SCHEMA = "retrieval.v1"
-DEFAULT_MAX_BYTES = 1 << 20
 
 # Patterns are written as the JSON Schema has them (`$` = end of string).
 _HASH_PATTERN = r"^[A-Za-z0-9_-]{8,128}$"
@@ -77,25 +74,6 @@ def _refuse(bad: re.Pattern, fields: dict[str, str | list[str] | None]) -> None:
         for i, item in enumerate([value] if isinstance(value, str) else value or ()):
             if bad.search(item):
                 raise ValueError(f"{name if isinstance(value, str) else f'{name}[{i}]'}: character not allowed")
-
-
-class RejectedEvent(ValueError):
-    """A message that cannot become an event; `reason` is its dead-letter reason."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
-
-    @property
-    def kind(self) -> str:
-        """The reason without its `:<path>` suffix, for bounded counting."""
-        return self.reason.split(":", 1)[0]
-
-    @property
-    def withheld(self) -> bool:
-        """The payload must not travel further (its dead letter carries facts only)."""
-        return self.kind in WITHHELD
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -246,95 +224,6 @@ def _epoch(text: str, field: str) -> float:
         return datetime.fromisoformat(text.upper()).timestamp()  # 3.11 refuses "t" and "z"
     except ValueError:
         raise ValueError(f"{field}: not a valid date") from None
-
-
-_STRICT = msgspec.json.Decoder(Event)
-_AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
-_MISSING = re.compile(r"^Object missing required field `(?P<name>[a-z_]+)`")
-
-
-class Decoded(msgspec.Struct):
-    """A decoded event and how many fields the agent ignored in it."""
-
-    event: Event
-    unknown_fields: int = 0
-
-
-def decode(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Decoded:
-    """Decode one message into an event, or raise `RejectedEvent` with one reason."""
-    if len(raw) > max_bytes:
-        raise RejectedEvent("too_large", f"{len(raw)} bytes > {max_bytes}")
-    try:
-        return Decoded(_STRICT.decode(raw))
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        pass
-    return _decode_slow(raw)
-
-
-def _decode_slow(raw: bytes) -> Decoded:
-    try:  # strict JSON in UTF-8: no NaN, no BOM, no UTF-16
-        doc = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        if raw_suspect(raw):  # no fields to tell apart: a suspect anywhere withholds it
-            raise RejectedEvent("pii_suspected", "$") from None
-        raise RejectedEvent("invalid_json", type(exc).__name__) from None
-    leaked = privacy_violation(doc)
-    if leaked:
-        raise RejectedEvent("pii_suspected", leaked)
-    if not isinstance(doc, dict):
-        raise RejectedEvent("invalid_field:$", "not an object")
-    if doc.get("schema") != SCHEMA:
-        if isinstance(doc.get("schema"), str):
-            raise RejectedEvent("unsupported_schema", "schema is not retrieval.v1")
-        raise RejectedEvent("invalid_field:schema", "missing or not a string")
-    unknown = _strip_unknown(doc, Event)
-    try:
-        return Decoded(msgspec.convert(doc, Event), unknown)
-    except msgspec.ValidationError as exc:
-        raise RejectedEvent(f"invalid_field:{_path(str(exc))}", str(exc)) from None
-
-
-def _path(message: str) -> str:
-    """Turn msgspec's "... - at `$.a[0]`" plus our "field: ..." into `a[0].field`."""
-    match = _AT.search(message)
-    path = match["path"].lstrip(".") if match else ""
-    head = message[: match.start()] if match else message
-    missing = _MISSING.match(head)
-    if missing:
-        return f"{path}.{missing['name']}" if path else missing["name"]
-    field, sep, _ = head.partition(": ")
-    if sep and re.fullmatch(r"[a-z_]+(\[\d+\])?", field):
-        path = f"{path}.{field}" if path else field
-    return path or "$"
-
-
-def _strip_unknown(doc: dict, struct: type) -> int:
-    """Remove fields the model does not know, recursively; return how many."""
-    known = set(struct.__struct_fields__)
-    removed = [k for k in doc if k not in known]
-    for key in removed:
-        del doc[key]
-    count = len(removed)
-    for name, child in _CHILDREN.get(struct, {}).items():
-        value = doc.get(name)
-        if isinstance(value, dict):
-            count += _strip_unknown(value, child)
-        elif isinstance(value, list):
-            count += sum(_strip_unknown(v, child) for v in value if isinstance(v, dict))
-    return count
-
-
-_CHILDREN: dict[type, dict[str, type]] = {
-    Event: {
-        "pipeline": Pipeline,
-        "query": Query,
-        "principal": Principal,
-        "stages": Stages,
-        "filters": Filter,
-        "results": Result,
-        "feedback": Feedback,
-    },
-}
 
 
 def encode(event: Event) -> bytes:
