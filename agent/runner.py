@@ -22,12 +22,12 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 from opentelemetry.trace import Link, Tracer
 
-from agent.core.access import unauthorized_results
+from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS
+from agent.core.facts import Facts
+from agent.core.freshness import STALE_RESULTS
 from agent.core.reasons import RejectedEvent
-from agent.core.freshness import is_stale
 from agent.core.state import PartitionState, snapshot
 from agent.core.tally import Tally, add, subtract, total
-from agent.core.view import admitted_set
 from agent.io import broker
 from agent.io.exporter import RagdriftCollector, Snapshot
 from agent.io.settings import Settings
@@ -284,24 +284,23 @@ class Agent:
 
     def _process(self, owned: Owned, record, links: list[Link]) -> None:
         try:
-            decoded = owned.state.process(
+            facts = owned.state.process(
                 record.value or b"", self.settings.kafka.max_message_bytes, broker.written_at(record))
         except RejectedEvent as exc:
             self._dead_letter(record, exc)
             return
         traceparent = broker.header(record, "traceparent")
         if traceparent is not None:
-            self._follow(owned, decoded.event, traceparent, links)
+            self._follow(owned, facts, traceparent, links)
 
-    def _follow(self, owned: Owned, event, traceparent: str, links: list[Link]) -> None:
+    def _follow(self, owned: Owned, facts: Facts, traceparent: str, links: list[Link]) -> None:
         """Link the producer's trace, and keep its id as the exemplar of the
         unauthorized and stale counters this event raised."""
         hits = []
-        if unauthorized_results(event):
-            hits += ["unauthorized_results", "unauthorized_retrievals"]
-        ts = event.ts.timestamp()
-        if any(is_stale(r, ts) for r in admitted_set(event)):
-            hits.append("stale_results")
+        if facts.unauthorized:
+            hits += [UNAUTHORIZED_RESULTS.name, UNAUTHORIZED_RETRIEVALS.name]
+        if facts.stale:
+            hits.append(STALE_RESULTS.name)
         if not hits and len(links) >= MAX_LINKS:
             return
         context = remote_context(traceparent)
@@ -309,7 +308,7 @@ class Agent:
             return
         if len(links) < MAX_LINKS:
             links.append(Link(context))
-        app = owned.state.labels["app"](event.app)
+        app = owned.state.labels["app"](facts.event.app)
         for family in hits:
             self.exemplars[(family, app)] = (format(context.trace_id, "032x"), time.time())
 

@@ -7,10 +7,10 @@ from agent.core.tally import Counter, Family
 
 MODULES = (zero_results, scores, freshness, sources, filters, query_mix, access, latency, rerank, feedback)
 OBSERVERS = tuple(module.observe for module in MODULES)
-BOOKKEEPING = (
-    Counter("late_events", (), "Events older than the allowed lateness: in totals, not in windows.", windowed=False),
-    Counter("unknown_fields", (), "Fields the agent ignored.", windowed=False),
-    Counter("future_events", (), "Events dated too far ahead of their write time: in totals, not in windows.",
-            windowed=False),
-)
+LATE_EVENTS = Counter("late_events", (), "Events older than the allowed lateness: in totals, not in windows.",
+                      windowed=False)
+UNKNOWN_FIELDS = Counter("unknown_fields", (), "Fields the agent ignored.", windowed=False)
+FUTURE_EVENTS = Counter("future_events", (), "Events dated too far ahead of their write time: in totals, not in windows.",
+                        windowed=False)
+BOOKKEEPING = (LATE_EVENTS, UNKNOWN_FIELDS, FUTURE_EVENTS)
 FAMILIES: tuple[Family, ...] = tuple(chain.from_iterable(m.METRICS for m in MODULES)) + BOOKKEEPING

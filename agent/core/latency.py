@@ -8,6 +8,6 @@ METRICS = (LATENCY,)
 
 
 def observe(view: View, tally: Tally) -> None:
-    latency = view.event.latency_ms
+    latency = view.facts.event.latency_ms
     if latency is not None:
         LATENCY.record(tally, view.config.bucket_set("latency_seconds"), view.app, latency / 1000.0)

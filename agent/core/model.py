@@ -18,7 +18,9 @@ import msgspec
 SCHEMA = "retrieval.v1"
 
 # Patterns are written as the JSON Schema has them (`$` = end of string).
-_HASH_PATTERN = r"^[A-Za-z0-9_-]{8,128}$"
+# A hash token, and not a phone number spelled within its alphabet (the
+# privacy guard rejects those first, as pii_suspected).
+_HASH_PATTERN = r"^(?!(?=[0-9-]*-)-*(?:[0-9]-*){7,15}$)[A-Za-z0-9_-]{8,128}$"
 _DATE_PATTERN = (
     r"^\d{4}-\d{2}-\d{2}"
     r"([Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))?$"
@@ -38,7 +40,9 @@ def _characters(allowed: str, low: int, high: int) -> msgspec.Meta:
     return msgspec.Meta(min_length=low, max_length=high, extra_json_schema={"pattern": f"^{allowed}{{{low},{high}}}$"})
 
 
-HashToken = Annotated[str, _characters("[A-Za-z0-9_-]", 8, 128)]
+# Characters checked by the owning struct (one regex per struct), phone
+# numbers by `_refuse_phones`.
+HashToken = Annotated[str, msgspec.Meta(min_length=8, max_length=128, extra_json_schema={"pattern": _HASH_PATTERN})]
 EventId = Annotated[str, _matching(r"^[A-Za-z0-9._:-]{1,128}$")]
 AppName = Annotated[str, _matching(r"^[a-z0-9_-]{1,64}$")]
 Label = Annotated[str, _matching(r"^[A-Za-z0-9_.:-]{1,64}$")]
@@ -59,6 +63,9 @@ Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
 ResultStatus = Literal["current", "superseded", "draft", "tombstoned", "unknown"]
 
 _NOT_HASH = re.compile(r"[^A-Za-z0-9_-]")
+# A phone number within the hash alphabet (see _HASH_PATTERN), among tokens
+# joined by spaces: one search per struct rather than one per token.
+_PHONE_TOKEN = re.compile(r"(?:^| )(?=[0-9-]*-)-*(?:[0-9]-*){7,15}(?: |$)")
 _NOT_TEXT = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 _NOT_HEX = re.compile(r"[^0-9a-fA-F]")
 _DATE = re.compile(_DATE_PATTERN.removesuffix("$") + r"\Z")
@@ -74,6 +81,13 @@ def _refuse(bad: re.Pattern, fields: dict[str, str | list[str] | None]) -> None:
         for i, item in enumerate([value] if isinstance(value, str) else value or ()):
             if bad.search(item):
                 raise ValueError(f"{name if isinstance(value, str) else f'{name}[{i}]'}: character not allowed")
+
+
+def _refuse_phones(*tokens: str) -> None:
+    """Fail the typed decode on a phone number in a hashed field, so that the
+    decoder's slow path names it `pii_suspected`."""
+    if _PHONE_TOKEN.search(" ".join(tokens)):
+        raise ValueError("hashed field: looks like a phone number")
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -106,6 +120,7 @@ class Query(_Leaf, frozen=True):
     def __post_init__(self) -> None:
         if _NOT_HASH.search(self.id + "".join(self.terms)):
             _refuse(_NOT_HASH, {"id": self.id, "terms": self.terms})
+        _refuse_phones(self.id, *self.terms)
 
 
 class Principal(_Leaf, frozen=True):
@@ -118,6 +133,7 @@ class Principal(_Leaf, frozen=True):
             _refuse(_NOT_TEXT, {"tenant": self.tenant})
         if _NOT_HASH.search("".join(self.groups)):
             _refuse(_NOT_HASH, {"groups": self.groups})
+        _refuse_phones(*self.groups)
 
 
 class Stages(_Leaf, frozen=True):
@@ -173,8 +189,10 @@ class Result(_Strict, dict=True):
         if _NOT_TEXT.search(text):
             _refuse(_NOT_TEXT, {"chunk_id": self.chunk_id, "parent_id": self.parent_id, "source": self.source,
                                 "authority": self.authority, "tenant": self.tenant})
-        if self.acl and _NOT_HASH.search("".join(self.acl)):
-            _refuse(_NOT_HASH, {"acl": self.acl})
+        if self.acl:
+            if _NOT_HASH.search("".join(self.acl)):
+                _refuse(_NOT_HASH, {"acl": self.acl})
+            _refuse_phones(*self.acl)
         if self.fingerprint is not None and _NOT_HEX.search(self.fingerprint):
             _refuse(_NOT_HEX, {"fingerprint": self.fingerprint})
         self.effective_ts = None if self.effective_date is None else _epoch(self.effective_date, "effective_date")

@@ -16,10 +16,10 @@ from typing import Any
 HASHED_FIELDS = ("query.id", "query.terms[]", "principal.groups[]", "results[].acl[]")
 HASH_BOUND = 128  # longest hash token
 
-# A phone number written where a hash belongs: optional +, digits with the
-# usual separators, 7-15 digits (E.164 has at most 15). Hash tokens are 8+
-# characters of base64url or hex; one made of digits alone is this short only
-# by a chance far below one in a million for a base64url token.
+# A phone number written where a hash belongs: digits with the usual
+# separators, 7-15 digits (E.164 has at most 15), and at least one separator
+# or a leading +. Plain digits are not flagged: they cannot be told apart from
+# a short decimal or hex hash.
 _PHONE = re.compile(r"\+?[0-9 ().-]+\Z")
 _PHONE_DIGITS = range(7, 16)
 
@@ -31,7 +31,10 @@ def looks_raw(value: str) -> bool:
 
 
 def _phone_like(value: str) -> bool:
-    return bool(_PHONE.match(value)) and sum(c.isdigit() for c in value) in _PHONE_DIGITS
+    if not _PHONE.match(value):
+        return False
+    digits = sum(c.isdigit() for c in value)
+    return digits in _PHONE_DIGITS and digits < len(value)
 
 
 # Where the hashed fields sit, as keys from the top of one event.

@@ -5,22 +5,21 @@ from agent.core.view import View
 
 UNKNOWN = "unknown"
 
-METRICS = (
-    Counter("query_type_retrievals", ("app", "query_type"), "Events per query slice."),
-    Counter("query_language_retrievals", ("language",), "Events per query language."),
-    Counter("query_terms", ("app",), "Query-term occurrences."),
-    Counter("query_new_terms", ("app",), "Occurrences of terms not in the vocabulary."),
-)
+QUERY_TYPES = Counter("query_type_retrievals", ("app", "query_type"), "Events per query slice.")
+LANGUAGES = Counter("query_language_retrievals", ("language",), "Events per query language.")
+TERMS = Counter("query_terms", ("app",), "Query-term occurrences.")
+NEW_TERMS = Counter("query_new_terms", ("app",), "Occurrences of terms not in the vocabulary.")
+METRICS = (QUERY_TYPES, LANGUAGES, TERMS, NEW_TERMS)
 
 
 def observe(view: View, tally: Tally) -> None:
-    query, app, labels = view.event.query, view.app, view.labels
-    inc(tally, ("query_type_retrievals", app, labels["query_type"](query.type or UNKNOWN)))
+    query, app, labels = view.facts.event.query, view.app, view.labels
+    inc(tally, (QUERY_TYPES.name, app, labels["query_type"](query.type or UNKNOWN)))
     language = query.language.lower() if query.language else UNKNOWN
-    inc(tally, ("query_language_retrievals", labels["language"](language)))
+    inc(tally, (LANGUAGES.name, labels["language"](language)))
     if query.terms:
         vocabulary = view.vocabulary
         new = sum(vocabulary.add(term) for term in query.terms)
-        inc(tally, ("query_terms", app), len(query.terms))
+        inc(tally, (TERMS.name, app), len(query.terms))
         if new:
-            inc(tally, ("query_new_terms", app), new)
+            inc(tally, (NEW_TERMS.name, app), new)

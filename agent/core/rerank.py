@@ -8,5 +8,4 @@ METRICS = (SHIFT,)
 
 
 def observe(view: View, tally: Tally) -> None:
-    shifts = [abs(r.rank - r.pre_rerank_rank) for r in view.event.results if r.pre_rerank_rank is not None]
-    SHIFT.record_all(tally, view.config.bucket_set("rank_shift"), view.app, shifts)
+    SHIFT.record_all(tally, view.config.bucket_set("rank_shift"), view.app, view.facts.rank_shifts)

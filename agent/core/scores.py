@@ -10,13 +10,12 @@ METRICS = (TOP1, ADMITTED, GAP)
 
 
 def observe(view: View, tally: Tally) -> None:
-    results, app = view.event.results, view.app
-    if not results:
+    facts, app = view.facts, view.app
+    if facts.top1 is None:
         return
     buckets = view.config.score_buckets(app)
-    TOP1.record(tally, buckets, app, results[0].score)
-    if len(results) > 1:
-        GAP.record(tally, view.config.bucket_set("gap"), app, results[0].score - results[1].score)
-    admitted = view.admitted
-    if admitted:
-        ADMITTED.record(tally, buckets, app, sum(r.score for r in admitted) / len(admitted))
+    TOP1.record(tally, buckets, app, facts.top1)
+    if facts.gap is not None:
+        GAP.record(tally, view.config.bucket_set("gap"), app, facts.gap)
+    if facts.admitted_score is not None:
+        ADMITTED.record(tally, buckets, app, facts.admitted_score)

@@ -3,36 +3,29 @@
 from agent.core.tally import Counter, Histogram, Tally, inc
 from agent.core.view import View
 
+ADMITTED_RESULTS = Counter("admitted_results", ("app", "source"), "Results admitted to the context.")
+DUPLICATES = Counter("duplicate_fingerprint_results", ("app",),
+                     "Admitted results repeating a better-ranked admitted fingerprint.")
 DIVERSITY = Histogram("parent_diversity_ratio", ("app",), "Unique parents / admitted results, per event.", "ratio")
 DOMINANCE = Histogram("duplicate_dominance_ratio", ("app",), "Largest share of one parent in the admitted set.", "ratio")
-METRICS = (
-    Counter("admitted_results", ("app", "source"), "Results admitted to the context."),
-    Counter("duplicate_fingerprint_results", ("app",), "Admitted results repeating a better-ranked admitted fingerprint."),
-    DIVERSITY,
-    DOMINANCE,
-)
+METRICS = (ADMITTED_RESULTS, DUPLICATES, DIVERSITY, DOMINANCE)
 
 
 def observe(view: View, tally: Tally) -> None:
-    admitted, app = view.admitted, view.app
+    facts, app = view.facts, view.app
+    admitted = facts.admitted
     if not admitted:
         return
     source_label = view.labels["source"]
-    parents: dict[str, int] = {}
-    seen: set[str] = set()
-    duplicates = 0
+    name = ADMITTED_RESULTS.name
     for result in admitted:
-        inc(tally, ("admitted_results", app, source_label(result.source)))
-        parents[result.parent_id] = parents.get(result.parent_id, 0) + 1
-        if result.fingerprint is not None:
-            fingerprint = result.fingerprint.lower()
-            if fingerprint in seen:
-                duplicates += 1
-            seen.add(fingerprint)
-    if duplicates:
-        inc(tally, ("duplicate_fingerprint_results", app), duplicates)
+        key = (name, app, source_label(result.source))
+        tally[key] = tally.get(key, 0) + 1
+    if facts.duplicate_fingerprints:
+        inc(tally, (DUPLICATES.name, app), facts.duplicate_fingerprints)
     ratios = view.config.bucket_set("ratio")
     n = len(admitted)
+    parents = facts.parents
     DIVERSITY.record(tally, ratios, app, len(parents) / n)
     DOMINANCE.record(tally, ratios, app, max(parents.values()) / n)
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
-from agent.core.decoder import DEFAULT_MAX_BYTES, Decoded, decode
+from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.model import Event
-from agent.core.families import OBSERVERS
+from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.labels import LabelSet
 from agent.core.tally import Tally, inc, total
-from agent.core.view import View, admitted_set
+from agent.core.facts import Facts, facts_of
+from agent.core.view import View
 from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
 
@@ -32,21 +33,22 @@ class PartitionState:
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
         self.windows = Windows(config)
 
-    def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> None:
-        """Fold one event in; `now` is when it was written, if known (see Windows.slot)."""
-        ts = event.ts.timestamp()
-        tally = self.windows.slot(ts, now)
-        view = View(event, ts, self.labels["app"](event.app), admitted_set(event), self.config, self.labels, self.vocabulary)
+    def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> Facts:
+        """Fold one event in and return its facts; `now` is when it was written,
+        if known (see Windows.slot)."""
+        facts = facts_of(event)
+        tally = self.windows.slot(facts.ts, now)
+        view = View(facts, self.labels["app"](event.app), self.config, self.labels, self.vocabulary)
         for observe in OBSERVERS:
             observe(view, tally)
         if unknown_fields:
-            inc(tally, ("unknown_fields",), unknown_fields)
+            inc(tally, (UNKNOWN_FIELDS.name,), unknown_fields)
+        return facts
 
-    def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Decoded:
+    def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Facts:
         """Decode and ingest one message; raises `RejectedEvent` and changes nothing if bad."""
         decoded = decode(raw, max_bytes)
-        self.ingest(decoded.event, decoded.unknown_fields, now)
-        return decoded
+        return self.ingest(decoded.event, decoded.unknown_fields, now)
 
     def totals(self) -> Tally:
         return self.windows.totals()

@@ -17,6 +17,7 @@ checkpointed, and a restored state rebuilds the same sums.
 from __future__ import annotations
 
 from agent.core.config import CoreConfig
+from agent.core.families import FUTURE_EVENTS, LATE_EVENTS
 from agent.core.tally import Tally, add, from_items, inc, to_items, total
 
 
@@ -42,10 +43,10 @@ class Windows:
         """
         watermark = self.watermark
         if watermark is not None and ts < watermark - self.config.lateness_seconds:
-            inc(self.retired, ("late_events",))
+            inc(self.retired, (LATE_EVENTS.name,))
             return self.retired
         if now is not None and ts > now + self.config.max_future_seconds:
-            inc(self.retired, ("future_events",))
+            inc(self.retired, (FUTURE_EVENTS.name,))
             return self.retired
         mark = ts if now is None or ts <= now else now
         if watermark is None or mark > watermark:

@@ -1,0 +1,110 @@
+"""One event's facts, derived once, in a single pass over its results.
+
+Every metric family, the exemplars, the spans and the judgment sampler read
+this record: no part of the agent derives a fact from the raw event again,
+so the definitions of DESIGN.md live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.core.model import Event, Result
+
+STALE_STATUSES = frozenset(("superseded", "draft", "tombstoned"))
+DAY = 86400.0
+
+
+@dataclass(slots=True)
+class Facts:
+    event: Event
+    ts: float  # event time, epoch seconds
+    admitted: list[Result]  # A: packed results (default rank <= cutoff_k), in rank order
+    admitted_score: float | None  # mean score over A
+    top1: float | None  # score of the best-ranked result
+    gap: float | None  # top-1 minus top-2 score
+    unauthorized: int  # results, admitted or not, outside the principal's tenant or groups
+    unauthorized_risk: bool  # results served while identity claims were missing
+    stale: int  # stale results in A
+    stale_conflict: bool  # A holds a stale and a non-stale result of one parent
+    not_yet_effective: int  # results in A effective only after the event
+    ages: list[float]  # days since effective_date, for results in A effective by then
+    rank_shifts: list[int]  # |rank - pre_rerank_rank| where the reranker reported one
+    parents: dict[str, int]  # results in A per parent_id
+    duplicate_fingerprints: int  # results in A repeating a better-ranked fingerprint in A
+    filter_zero: bool  # filters removed every candidate
+
+    @property
+    def zero(self) -> bool:
+        return not self.event.results
+
+
+def facts_of(event: Event) -> Facts:
+    ts = event.ts.timestamp()
+    results = event.results
+    principal = event.principal
+    tenant, groups = principal.tenant, None
+    cutoff = event.cutoff_k
+    admitted: list[Result] = []
+    score_sum = 0.0
+    unauthorized = stale = not_yet = duplicates = 0
+    ages: list[float] = []
+    shifts: list[int] = []
+    parents: dict[str, int] = {}
+    stale_parents: set[str] = set()
+    fresh_parents: set[str] = set()
+    fingerprints: set[str] = set()
+    for r in results:
+        if r.tenant is not None and r.tenant != tenant:
+            unauthorized += 1
+        elif r.acl:
+            if groups is None:
+                groups = set(principal.groups)
+            if groups.isdisjoint(r.acl):
+                unauthorized += 1
+        if r.pre_rerank_rank is not None:
+            shifts.append(abs(r.rank - r.pre_rerank_rank))
+        if not (r.rank <= cutoff if r.packed is None else r.packed):
+            continue
+        admitted.append(r)
+        score_sum += r.score
+        is_stale = r.status in STALE_STATUSES or (r.expires_ts is not None and r.expires_ts <= ts)
+        effective = r.effective_ts
+        if effective is not None:
+            if effective <= ts:
+                ages.append((ts - effective) / DAY)
+            else:
+                not_yet += 1
+                is_stale = True
+        parent = r.parent_id
+        parents[parent] = parents.get(parent, 0) + 1
+        if is_stale:
+            stale += 1
+            stale_parents.add(parent)
+        else:
+            fresh_parents.add(parent)
+        if r.fingerprint is not None:
+            fingerprint = r.fingerprint.lower()
+            if fingerprint in fingerprints:
+                duplicates += 1
+            else:
+                fingerprints.add(fingerprint)
+    stages = event.stages
+    return Facts(
+        event=event,
+        ts=ts,
+        admitted=admitted,
+        admitted_score=score_sum / len(admitted) if admitted else None,
+        top1=results[0].score if results else None,
+        gap=results[0].score - results[1].score if len(results) > 1 else None,
+        unauthorized=unauthorized,
+        unauthorized_risk=not principal.claims_present and bool(results),
+        stale=stale,
+        stale_conflict=bool(stale) and not stale_parents.isdisjoint(fresh_parents),
+        not_yet_effective=not_yet,
+        ages=ages,
+        rank_shifts=shifts,
+        parents=parents,
+        duplicate_fingerprints=duplicates,
+        filter_zero=stages is not None and (stages.candidates or 0) > 0 and stages.after_filter == 0,
+    )
