@@ -92,7 +92,7 @@ def _settings(path: str | None):
 
 def _run(args: argparse.Namespace) -> int:
     from agent.io import logs
-    from agent.runner import serve
+    from agent.service import serve
 
     settings = _settings(args.config)
     logs.setup(settings.logging.format, settings.logging.level)

@@ -15,10 +15,15 @@ import time
 from datetime import datetime, timezone
 
 from agent import synth
+from agent.core.access import UNAUTHORIZED_RESULTS
+from agent.core.freshness import STALE_RESULTS
+from agent.core.snapshot import Snapshot
+from agent.core.tally import Counter, Tally
+from agent.core.zero_results import RETRIEVALS, ZERO_RESULTS
 from agent.io import logs
 from agent.io.embedded import Tansu
 from agent.io.settings import KafkaSettings, LogSettings, MetricsSettings, Settings, StoreSettings
-from agent.runner import build
+from agent.service import build
 
 TOPIC = "retrieval.v1"
 DLQ = "retrieval.v1.dlq"
@@ -106,22 +111,21 @@ class Demo:
             if not agent_thread.is_alive():
                 print("\nragdrift demo: the agent stopped unexpectedly (see the log above)", file=self.out)
                 return
-            line = _status(agent.collector.snapshot, self.sent)
+            line = _status(agent.latest.snapshot, self.sent)
             print(("\r" + line) if tty else line, end="" if tty else "\n", file=self.out, flush=True)
             if time.monotonic() >= deadline:
                 return
 
 
-def _status(snapshot, sent: int) -> str:
-    def total(name: str) -> int:
-        return int(sum(v for k, v in snapshot.counters.items() if k[0] == name))
+def _status(snapshot: Snapshot, sent: int) -> str:
+    def total(family: Counter, tally: Tally) -> int:
+        return int(sum(v for k, v in tally.items() if k[0] == family.name))
 
     window = snapshot.windows.get("5m", {})
-    events = sum(v for k, v in window.items() if k[0] == "retrievals")
-    zero = sum(v for k, v in window.items() if k[0] == "zero_result_retrievals")
-    zero_rate = f"{zero / events:.1%}" if events else "-"
+    events = total(RETRIEVALS, window)
+    zero_rate = f"{total(ZERO_RESULTS, window) / events:.1%}" if events else "-"
     return (
-        f"sent {sent}  processed {total('retrievals')}  dead-lettered {sum(snapshot.rejected.values())}  "
-        f"zero-result(5m) {zero_rate}  unauthorized {total('unauthorized_results')}  "
-        f"stale {total('stale_results')}  lag {sum(snapshot.lag.values())}   "
+        f"sent {sent}  processed {int(snapshot.processed)}  dead-lettered {sum(snapshot.rejected.values())}  "
+        f"zero-result(5m) {zero_rate}  unauthorized {total(UNAUTHORIZED_RESULTS, snapshot.counters)}  "
+        f"stale {total(STALE_RESULTS, snapshot.counters)}  lag {sum(snapshot.health.lag.values())}   "
     )

@@ -5,7 +5,8 @@ one store transaction, then the same offsets are committed to Kafka for lag
 tools. On assignment a partition resumes from its stored checkpoint, so after
 any crash, restart or rebalance its state equals one uninterrupted run's.
 Dead letters are delivered (and checked) before the checkpoint that moves
-past them.
+past them. The rules (what to checkpoint, when to pause, when a log was
+recreated) are the core's: agent/core/partitions.py.
 """
 
 from __future__ import annotations
@@ -15,76 +16,50 @@ import socket
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 
 from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 from opentelemetry.trace import Link, Tracer
 
+from agent.core import partitions
 from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS
 from agent.core.facts import Facts
 from agent.core.freshness import STALE_RESULTS
+from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.reasons import RejectedEvent
-from agent.core.state import PartitionState, snapshot
-from agent.core.tally import Tally, add, subtract, total
+from agent.core.snapshot import Exposition, Health
+from agent.core.state import PartitionState, StateError
+from agent.core.tally import Tally, total
 from agent.io import broker
-from agent.io.exporter import RagdriftCollector, Snapshot
+from agent.io.dead_letters import DeadLetters
+from agent.io.exporter import Latest
 from agent.io.settings import Settings
 from agent.io.store import Checkpoint, Store, StoreError
 from agent.io.tracing import remote_context
 
 log = logging.getLogger("ragdrift.agent")
 MAX_LINKS = 32  # links per poll span: enough to follow a sample, bounded
-
-
-NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is known
 SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after a stop request
-LOG_SHORTFALL_SECONDS = 10.0  # a log ending before the checkpoint this long was recreated
 IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalance callback
-PAUSE_AFTER_FAILURES = 3  # failed checkpoints in a row before consumption pauses
-
-
-@dataclass
-class Owned:
-    """A partition this replica owns: its state, where it resumes, and the
-    totals it had when loaded (so counters stay process-local)."""
-
-    state: PartitionState
-    next_offset: int
-    base: Tally
-    checkpointed_offset: int
-    stored_before: int  # sealed buckets below this index are in the store already
-    verified: bool = True  # False until the log is known to reach the stored offset
-    short_since: float | None = None  # when the log was first seen ending before the offset
-    topic_id: str | None = None  # the log's identity when loaded; a new id means a recreated topic
-
-
-@dataclass(frozen=True)
-class Letter:
-    """A dead letter in flight: delivered before the checkpoint that passes it."""
-
-    future: object
-    topic: str
-    partition: int
-    offset: int
-    reason: str
 
 
 class Agent:
-    def __init__(self, settings: Settings, store: Store, collector: RagdriftCollector, tracer: Tracer,
+    def __init__(self, settings: Settings, store: Store, latest: Latest, tracer: Tracer, consumer, producer,
                  client_id: str | None = None):
-        self.settings = settings
+        self.kafka = settings.kafka
         self.core = settings.core()
+        self.metrics = settings.metrics
+        self.checkpoint_every = settings.store.checkpoint_interval_seconds
         self.store = store
-        self.collector = collector
+        self.latest = latest
         self.tracer = tracer
+        self.consumer = consumer
+        self.letters = DeadLetters(producer, self.kafka.dead_letter_topic)
         self.client_id = client_id or f"ragdrift-{socket.gethostname()}"
+        self.exposition = Exposition(self.core, self.metrics.top_n)
         self.owned: dict[TopicPartition, Owned] = {}
-        self.released: Tally = {}  # process-local totals of partitions given away
-        self.rejected: Counter[str] = Counter()
-        self.letters: list[Letter] = []
-        self.logged_letters = 0
+        self.counters: Tally = {}  # everything this process ingested: only ever grows
         self.exemplars: dict[tuple, tuple[str, float]] = {}
         self.checkpoints: Counter[str] = Counter()
         self.resets = 0
@@ -99,20 +74,14 @@ class Agent:
         self.fatal: Exception | None = None
         self.stop_event = threading.Event()
         self.deadline = float("inf")
-        self.consumer = None
-        self.producer = None
 
     # -- lifecycle -------------------------------------------------------
 
     def run(self) -> None:
         """Consume until `stop()`; then drain, checkpoint, commit and leave the group."""
-        kafka = self.settings.kafka
-        self.consumer = broker.consumer(kafka, self.client_id)
-        self.producer = broker.producer(kafka, self.client_id)
+        kafka = self.kafka
         self.consumer.subscribe(kafka.topics, listener=_Rebalance(self))
-        interval = self.settings.store.checkpoint_interval_seconds
-        publish_every = self.settings.metrics.snapshot_interval_seconds
-        next_checkpoint = time.monotonic() + interval
+        next_checkpoint = time.monotonic() + self.checkpoint_every
         next_publish = next_probe = 0.0
         log.info("agent started", extra={"topics": kafka.topics, "group": kafka.group_id})
         if not broker.has_fast_crc():
@@ -134,10 +103,10 @@ class Agent:
                     next_probe = now + kafka.probe_interval_seconds
                 if now >= next_checkpoint:
                     self.checkpoint()
-                    next_checkpoint = now + interval
+                    next_checkpoint = now + self.checkpoint_every
                 if now >= next_publish:
                     self.publish()
-                    next_publish = now + publish_every
+                    next_publish = now + self.metrics.snapshot_interval_seconds
             if self.fatal is None:
                 self.checkpoint()
         finally:
@@ -151,10 +120,7 @@ class Agent:
         self.stop_event.set()
 
     def _hold_while_failing(self) -> None:
-        """While checkpoints keep failing (store or dead-letter topic down),
-        stop consuming: otherwise the work to redo after a crash, and the dead
-        letters held in memory, would grow without bound."""
-        if self.failures >= PAUSE_AFTER_FAILURES:
+        if partitions.paused(self.failures):
             self.consumer.pause(*self.owned)  # again each time: new assignments too
         elif self.consumer.paused():
             self.consumer.resume(*self.consumer.paused())
@@ -171,10 +137,10 @@ class Agent:
         except Exception:  # never hide the error that ended the loop
             log.exception("error while leaving the group")
         finally:
-            self.producer.close(timeout=self._remaining(5))
+            self.letters.producer.close(timeout=self._remaining(5))
             log.info("agent stopped")
 
-    # -- processing -----------------------------------------------------
+    # -- the log ---------------------------------------------------------
 
     def _resolve_starts(self, batch: dict) -> bool:
         """Pin where partitions without a checkpoint start, before processing.
@@ -191,45 +157,40 @@ class Agent:
         return bool(fresh)
 
     def _verify_logs(self) -> list[TopicPartition]:
-        """Start afresh each owned partition whose log was recreated (or lost
-        by the broker); return them.
-
-        A topic id other than the one loaded says so at once, whatever the new
-        log's length. Brokers without topic ids are caught when the log ends
-        before the checkpoint: some then simply return nothing, so compare
-        with the high watermark once it is known. A new partition leader can
-        report a low watermark for a moment, so only a shortfall that lasts
-        counts.
-        """
+        """Start afresh each owned partition whose log was recreated; return them."""
         now = time.monotonic()
         restarted = []
         for tp, owned in list(self.owned.items()):
             current = broker.topic_id(self.consumer, tp.topic)
-            if owned.topic_id is None:
-                owned.topic_id = current
-            elif current is not None and current != owned.topic_id:
-                self._restart(tp, owned, None, current)
-                restarted.append(tp)
-                continue
             high = None if owned.verified else self.consumer.highwater(tp)
-            if high is None:
-                continue
-            if high >= owned.next_offset:
-                owned.verified = True
-            elif owned.short_since is None:
-                owned.short_since = now
-            elif now - owned.short_since >= LOG_SHORTFALL_SECONDS:
+            if partitions.recreated(owned, current, high, now):
                 self._restart(tp, owned, None, current)
                 restarted.append(tp)
         return restarted
+
+    def _restart(self, tp: TopicPartition, owned: Owned, offset: int | None, topic_id: str | None = None) -> Owned:
+        """The partition's log is not the one its state describes: the topic was
+        recreated or the broker lost its data. Start afresh (at `offset`, or
+        from the beginning) rather than skip every new record."""
+        log.error("partition log recreated or restarted below its checkpoint; starting a fresh state",
+                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset,
+                         "topic_id": topic_id, "previous_topic_id": owned.topic_id})
+        self.resets += 1
+        self.store.reset(self.kafka.group_id, tp.topic, tp.partition)
+        if offset is None:
+            self.consumer.seek_to_beginning(tp)
+        fresh = Owned.fresh(PartitionState(self.core), NO_OFFSET if offset is None else offset,
+                            topic_id or owned.topic_id)
+        self.owned[tp] = fresh
+        return fresh
 
     def _probe(self) -> None:
         """Ask for the log end of every owned partition (of each topic's first
         partition when none is owned): lag stays true while consumption is
         paused, and a broker that cannot answer is counted unreachable."""
-        partitions = list(self.owned) or [TopicPartition(t, 0) for t in self.settings.kafka.topics]
+        asked = list(self.owned) or [TopicPartition(t, 0) for t in self.kafka.topics]
         try:
-            ends = self.consumer.end_offsets(partitions, timeout_ms=int(self._remaining(IO_TIMEOUT_MS / 1000) * 1000))
+            ends = self.consumer.end_offsets(asked, timeout_ms=int(self._remaining(IO_TIMEOUT_MS / 1000) * 1000))
         except KafkaError as exc:
             if self.unreachable_since is None:
                 self.unreachable_since = self.last_contact or self.started
@@ -244,6 +205,8 @@ class Agent:
             log.info("kafka reachable again", extra={"after_seconds": round(time.time() - self.unreachable_since, 1)})
         self.unreachable_since = None
         self.last_contact = time.time()
+
+    # -- processing -----------------------------------------------------
 
     def _process_batch(self, batch: dict) -> None:
         links: list[Link] = []
@@ -262,32 +225,14 @@ class Agent:
             span.set_attribute("messaging.batch.message_count", count)
             for item in links:
                 span.add_link(item.context)
-        self._log_rejections()
-
-    def _restart(self, tp: TopicPartition, owned: Owned, offset: int | None, topic_id: str | None = None) -> Owned:
-        """The partition's log now starts below our checkpoint: the topic was
-        recreated or the broker lost its data. The stored state describes a log
-        that is gone, so start afresh (at `offset`, or from the beginning)
-        rather than skip every new record."""
-        log.error("partition log recreated or restarted below its checkpoint; starting a fresh state",
-                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset,
-                         "topic_id": topic_id, "previous_topic_id": owned.topic_id})
-        self.resets += 1
-        add(self.released, subtract(owned.state.totals(), owned.base))
-        self.store.reset(self.settings.kafka.group_id, tp.topic, tp.partition)
-        if offset is None:
-            self.consumer.seek_to_beginning(tp)
-        fresh = Owned(PartitionState(self.core), NO_OFFSET if offset is None else offset, {}, NO_OFFSET, 0,
-                      topic_id=topic_id or owned.topic_id)
-        self.owned[tp] = fresh
-        return fresh
+        self.letters.log_new()
 
     def _process(self, owned: Owned, record, links: list[Link]) -> None:
         try:
-            facts = owned.state.process(
-                record.value or b"", self.settings.kafka.max_message_bytes, broker.written_at(record))
+            facts = owned.state.process(record.value or b"", self.kafka.max_message_bytes,
+                                        broker.written_at(record), self.counters)
         except RejectedEvent as exc:
-            self._dead_letter(record, exc)
+            self.letters.send(record, exc)
             return
         traceparent = broker.header(record, "traceparent")
         if traceparent is not None:
@@ -312,76 +257,30 @@ class Agent:
         for family in hits:
             self.exemplars[(family, app)] = (format(context.trace_id, "032x"), time.time())
 
-    def _dead_letter(self, record, exc: RejectedEvent) -> None:
-        topic = self.settings.kafka.dead_letter_topic
-        value, key, headers = broker.dead_letter(record, exc)
-        try:
-            future = self.producer.send(topic, value=value, key=key, headers=headers)
-        except KafkaError:  # e.g. larger than the producer takes: forward the facts only
-            value, key, headers = broker.dead_letter(record, exc, withhold=True)
-            future = self.producer.send(topic, value=value, key=key, headers=headers)
-        self.letters.append(Letter(future, record.topic, record.partition, record.offset, exc.reason))
-        self.rejected[exc.kind] += 1
-
-    def _log_rejections(self) -> None:
-        """One line per batch, never the payload: reasons name a field path at most."""
-        fresh = self.letters[self.logged_letters:]
-        if fresh:
-            log.warning("messages dead-lettered", extra={
-                "count": len(fresh), "reasons": dict(Counter(letter.reason for letter in fresh)),
-                "first": f"{fresh[0].topic}/{fresh[0].partition}@{fresh[0].offset}",
-            })
-            self.logged_letters = len(self.letters)
-
-    def _deliver_letters(self) -> None:
-        """Make sure every dead letter since the last checkpoint arrived.
-
-        Waits stay well under the session timeout (this also runs in rebalance
-        callbacks); a failure fails the checkpoint, which is retried later.
-        """
-        self.producer.flush(timeout=self._remaining(IO_TIMEOUT_MS / 1000))
-        failed = [letter for letter in self.letters if not letter.future.succeeded()]
-        if failed:  # retry once with the facts only: the payload may be what failed
-            retries = [
-                self.producer.send(self.settings.kafka.dead_letter_topic, value=value, key=key, headers=headers)
-                for value, key, headers in (
-                    broker.dead_letter_facts(x.topic, x.partition, x.offset, x.reason) for x in failed)
-            ]
-            self.producer.flush(timeout=self._remaining(IO_TIMEOUT_MS / 1000))
-            if not all(future.succeeded() for future in retries):
-                raise KafkaError(f"{len(failed)} dead letters not delivered")
-        self.letters.clear()
-        self.logged_letters = 0
-
     # -- checkpoints ----------------------------------------------------
 
-    def checkpoint(self, partitions: list[TopicPartition] | None = None) -> bool:
+    def checkpoint(self, only: list[TopicPartition] | None = None) -> bool:
         """Write state + offsets in one transaction, then commit them to Kafka."""
-        targets = [tp for tp in (list(self.owned) if partitions is None else partitions) if tp in self.owned]
-        dirty = [tp for tp in targets if self.owned[tp].next_offset != self.owned[tp].checkpointed_offset
-                 and self.owned[tp].next_offset != NO_OFFSET]
+        dirty = [tp for tp in (list(self.owned) if only is None else only) if tp in self.owned and self.owned[tp].dirty]
         if not dirty:
             self.last_checkpoint = time.time()  # nothing unsaved: the state is durable as of now
             return True
         with self.tracer.start_as_current_span("ragdrift.checkpoint") as span:
             span.set_attribute("ragdrift.partitions", len(dirty))
             try:
-                self._deliver_letters()
-                self.store.save(self.settings.kafka.group_id, [self._checkpoint_of(tp) for tp in dirty])
+                self.letters.deliver(self._remaining(IO_TIMEOUT_MS / 1000))
+                self.store.save(self.kafka.group_id, [self._checkpoint_of(tp) for tp in dirty])
             except (StoreError, KafkaError) as exc:
                 self.checkpoints["error"] += 1
                 self.store_ok = False
                 self.failures += 1
-                paused = self.failures >= PAUSE_AFTER_FAILURES
-                log.error("checkpoint failed; will retry" + ("; consumption paused" if paused else ""),
+                log.error("checkpoint failed; will retry" + ("; consumption paused" if partitions.paused(self.failures) else ""),
                           extra={"error": str(exc), "failures_in_a_row": self.failures})
                 return False
             self.store_ok = True
             self.failures = 0
             for tp in dirty:
-                owned = self.owned[tp]
-                owned.checkpointed_offset = owned.next_offset
-                owned.stored_before = owned.state.windows.sealed_before()
+                self.owned[tp].saved()
             self.checkpoints["ok"] += 1
             self.last_checkpoint = time.time()
             # The store is the truth; Kafka's copy is for lag tools. Async,
@@ -399,13 +298,13 @@ class Agent:
             sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(), topic_id=owned.topic_id,
         )
 
-    def assign(self, partitions: list[TopicPartition]) -> None:
+    def assign(self, assigned: list[TopicPartition]) -> None:
         self._contact()  # the group coordinator answered
-        for tp in partitions:
+        for tp in assigned:
             if tp in self.owned:
                 continue
             try:
-                stored = self.store.load(self.settings.kafka.group_id, tp.topic, tp.partition)
+                stored = self.store.load(self.kafka.group_id, tp.topic, tp.partition)
             except StoreError as exc:
                 # Without its state a partition cannot be processed exactly once:
                 # stop, so the orchestrator restarts us and the group rebalances.
@@ -415,68 +314,76 @@ class Agent:
                 return
             current = broker.topic_id(self.consumer, tp.topic)
             if stored is None:
-                state = PartitionState(self.core)
                 self._seek_start(tp)
-                offset = NO_OFFSET
+                self.owned[tp] = Owned.fresh(PartitionState(self.core), topic_id=current)
             else:
-                state = PartitionState.from_dict(self.core, stored.state, stored.sealed)
-                self.consumer.seek(tp, stored.next_offset)
-                offset = stored.next_offset
-            self.owned[tp] = Owned(state, offset, state.totals(), offset, state.windows.sealed_before(),
-                                   verified=stored is None, topic_id=stored.topic_id if stored else current)
-            log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition, "offset": offset})
+                self.owned[tp] = self._restore(tp, stored)
+            log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition,
+                                                  "offset": self.owned[tp].next_offset})
+
+    def _restore(self, tp: TopicPartition, stored: Checkpoint) -> Owned:
+        self.consumer.seek(tp, stored.next_offset)
+        try:
+            state = PartitionState.from_dict(self.core, stored.state, stored.sealed)
+        except StateError as exc:
+            # A state this release cannot read (written by a newer one, or
+            # damaged): start afresh where it stopped rather than crash-loop.
+            log.error("stored state unreadable; starting a fresh state at its offset",
+                      extra={"topic": tp.topic, "partition": tp.partition, "error": str(exc)})
+            self.resets += 1
+            self.store.reset(self.kafka.group_id, tp.topic, tp.partition)
+            return Owned.fresh(PartitionState(self.core), stored.next_offset, stored.topic_id)
+        return Owned.restored(state, stored.next_offset, stored.topic_id)
 
     def _seek_start(self, tp: TopicPartition) -> None:
-        if self.settings.kafka.auto_offset_reset == "earliest":
+        if self.kafka.auto_offset_reset == "earliest":
             self.consumer.seek_to_beginning(tp)
         else:
             self.consumer.seek_to_end(tp)
 
-    def revoke(self, partitions: list[TopicPartition], lost: bool = False) -> None:
-        mine = [tp for tp in partitions if tp in self.owned]
+    def revoke(self, revoked: list[TopicPartition], lost: bool = False) -> None:
+        mine = [tp for tp in revoked if tp in self.owned]
         if not lost and mine:
             self.checkpoint(mine)
         for tp in mine:
             self.log_end.pop(tp, None)
-            owned = self.owned.pop(tp)
-            add(self.released, subtract(owned.state.totals(), owned.base))
+            del self.owned[tp]
             log.info("partition released", extra={"topic": tp.topic, "partition": tp.partition, "lost": lost})
 
     # -- exposition -----------------------------------------------------
 
+    def lag(self) -> dict[tuple[str, int], int]:
+        out = {}
+        for tp, owned in sorted(self.owned.items()):
+            waiting = partitions.lag(owned, self.consumer.highwater(tp), self.log_end.get(tp))
+            if waiting is not None:
+                out[(tp.topic, tp.partition)] = waiting
+        return out
+
     def publish(self) -> None:
         """Hand the exporter a fresh immutable snapshot."""
-        tps = sorted(self.owned)
-        owned = [self.owned[tp] for tp in tps]
-        sums = snapshot(self.core, (o.state for o in owned), time.time())
-        counters = total([self.released, subtract(sums.pop("totals"), total(o.base for o in owned))])
-        lag = {}
-        for tp, o in zip(tps, owned):
-            # The fetcher's high watermark is fresh while consuming, the
-            # probe's log end while paused: a log end only grows, so the larger.
-            ends = [self.consumer.highwater(tp) if self.consumer is not None else None, self.log_end.get(tp)]
-            ends = [end for end in ends if end is not None]
-            if ends and o.next_offset != NO_OFFSET:
-                lag[(tp.topic, tp.partition)] = max(0, max(ends) - o.next_offset)
-        self.collector.publish(Snapshot(
-            counters=counters, windows=sums, rejected=dict(self.rejected), exemplars=dict(self.exemplars),
-            lag=lag, assigned=len(owned), last_checkpoint=self.last_checkpoint, checkpoints=dict(self.checkpoints),
-            resets=self.resets, last_contact=self.last_contact, unreachable_since=self.unreachable_since,
-        ))
+        now = time.time()
+        states = [self.owned[tp].state for tp in sorted(self.owned)]
+        windows = {name: total(s.windows.window(seconds, now) for s in states) for name, seconds in self.core.windows}
+        health = Health(
+            rejected=dict(self.letters.rejected), lag=self.lag(), assigned=len(states),
+            last_checkpoint=self.last_checkpoint, checkpoints=dict(self.checkpoints), resets=self.resets,
+            last_contact=self.last_contact, unreachable_since=self.unreachable_since,
+        )
+        self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health))
 
     def health(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self.last_progress
-        limit = self.settings.metrics.stalled_after_seconds
-        return (stalled < limit, f"last poll {stalled:.1f}s ago")
+        return (stalled < self.metrics.stalled_after_seconds, f"last poll {stalled:.1f}s ago")
 
     def ready(self) -> tuple[bool, str]:
         if not self.owned:
             return False, "no partitions assigned"
         if not self.store_ok or not self.store.ping():
             return False, "store unreachable"
-        lag = sum(self.collector.snapshot.lag.values())
-        if lag > self.settings.metrics.ready_max_lag:
-            return False, f"lag {lag} above {self.settings.metrics.ready_max_lag}"
+        lag = sum(self.latest.snapshot.health.lag.values())
+        if lag > self.metrics.ready_max_lag:
+            return False, f"lag {lag} above {self.metrics.ready_max_lag}"
         # Still ready while Kafka is unreachable: an unready pod leaves its
         # Service's endpoints, and then nothing would scrape the metric that
         # tells of the outage (docs/operations.md, health endpoints).
@@ -502,59 +409,3 @@ class _Rebalance(ConsumerRebalanceListener):
 
     def on_partitions_lost(self, lost):
         self.agent.revoke(list(lost), lost=True)
-
-
-@dataclass
-class Running:
-    """An agent with its metrics endpoint, wired but not yet consuming."""
-
-    agent: Agent
-    server: object
-    store: Store
-    tracer_provider: object
-
-    def close(self) -> None:
-        self.server.stop()
-        self.store.close()
-        self.tracer_provider.shutdown()
-
-
-def build(settings: Settings, tracer_provider=None) -> Running:
-    """Wire store, collector, tracer and the metrics endpoint around an agent."""
-    from prometheus_client import CollectorRegistry, ProcessCollector
-
-    from agent.io.exporter import MetricsServer
-    from agent.io.tracing import provider
-
-    tracer_provider = tracer_provider or provider()
-    store = Store(settings.store.url, settings.store.schema)
-    collector = RagdriftCollector(settings.core(), settings.metrics.top_n)
-    registry = CollectorRegistry()
-    registry.register(collector)
-    ProcessCollector(registry=registry)  # process_start_time_seconds marks restarts for the rules
-    agent = Agent(settings, store, collector, tracer_provider.get_tracer("ragdrift"))
-    m = settings.metrics
-    server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
-    return Running(agent, server.start(), store, tracer_provider)
-
-
-def serve(settings: Settings) -> int:
-    """Run the agent until SIGTERM or SIGINT, then drain and exit 0 (1 on a fatal error)."""
-    import signal
-
-    try:
-        running = build(settings)
-    except (StoreError, KafkaError, OSError) as exc:
-        log.error("cannot start", extra={"error": str(exc)})
-        return 1
-    log.info("metrics listening", extra={"port": running.server.port})
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: running.agent.stop())
-    try:
-        running.agent.run()
-    except (StoreError, KafkaError) as exc:
-        log.error("agent stopped on an error", extra={"error": str(exc)})
-        return 1
-    finally:
-        running.close()
-    return 0

@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from agent.io.embedded import Tansu, wait_until
 from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
-from agent.runner import build
+from agent.service import build
 from agent.synth import generate
 
 TOPIC = "bench.retrieval.v1"

@@ -2,53 +2,90 @@
 
 This is what the agent checkpoints with the partition's next offset. Replaying
 the same events into a fresh state, in the same order, gives an equal state.
+
+The checkpointed form is versioned. A state written by an older release is
+upgraded step by step through `MIGRATIONS` when it is loaded; one that cannot
+be (written by a newer release, or damaged) raises `StateError`, and the
+agent starts that partition afresh instead of crash-looping.
+
+A frozen baseline's vocabulary is shared, not copied: the state holds a
+reference to it and its checkpoint names it by version.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.model import Event
 from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.labels import LabelSet
-from agent.core.tally import Tally, inc, total
+from agent.core.tally import Tally, add, total
 from agent.core.facts import Facts, facts_of
 from agent.core.view import View
 from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+
+
+class StateError(ValueError):
+    """A checkpointed state this release cannot read."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A frozen baseline's vocabulary, shared by every partition (and replica)."""
+
+    version: str
+    vocabulary: Vocabulary
 
 
 class PartitionState:
-    __slots__ = ("config", "labels", "vocabulary", "windows")
+    __slots__ = ("baseline", "config", "labels", "vocabulary", "windows")
 
-    def __init__(self, config: CoreConfig):
+    def __init__(self, config: CoreConfig, baseline: Baseline | None = None):
         self.config = config
+        self.baseline = baseline
         self.labels = {
             dim: LabelSet(config.max_label_values, config.label_values.get(dim)) for dim in LABEL_DIMENSIONS
         }
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
         self.windows = Windows(config)
 
-    def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> Facts:
-        """Fold one event in and return its facts; `now` is when it was written,
-        if known (see Windows.slot)."""
+    def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None,
+               counters: Tally | None = None) -> Facts:
+        """Fold one event in and return its facts.
+
+        `now` is when it was written, if known (see Windows.slot). What the
+        event adds goes into its bucket and, when given, into `counters`: a
+        process-wide tally that only ever grows by whole events, so the
+        counters exported from it never go down by a rounding step.
+        """
         facts = facts_of(event)
-        tally = self.windows.slot(facts.ts, now)
-        view = View(facts, self.labels["app"](event.app), self.config, self.labels, self.vocabulary)
+        target, bookkeeping = self.windows.slot(facts.ts, now)
+        added: Tally = {(bookkeeping,): 1} if bookkeeping else {}
+        # New terms are new to the baseline once one is active (the same answer
+        # on every partition), to this partition's own history before that.
+        vocabulary = self.vocabulary if self.baseline is None else self.baseline.vocabulary
+        view = View(facts, self.labels["app"](event.app), self.config, self.labels, vocabulary)
         for observe in OBSERVERS:
-            observe(view, tally)
+            observe(view, added)
         if unknown_fields:
-            inc(tally, (UNKNOWN_FIELDS.name,), unknown_fields)
+            added[(UNKNOWN_FIELDS.name,)] = unknown_fields
+        add(target, added)
+        if counters is not None:
+            add(counters, added)
         return facts
 
-    def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Facts:
+    def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None,
+                counters: Tally | None = None) -> Facts:
         """Decode and ingest one message; raises `RejectedEvent` and changes nothing if bad."""
         decoded = decode(raw, max_bytes)
-        return self.ingest(decoded.event, decoded.unknown_fields, now)
+        return self.ingest(decoded.event, decoded.unknown_fields, now, counters)
 
     def totals(self) -> Tally:
         return self.windows.totals()
@@ -59,27 +96,56 @@ class PartitionState:
         stores each of them once (`windows.sealed_items`)."""
         return {
             "version": STATE_VERSION,
+            "baseline": None if self.baseline is None else self.baseline.version,
             "labels": {dim: labels.to_list() for dim, labels in self.labels.items()},
             "vocabulary": self.vocabulary.to_dict(),
             "windows": self.windows.to_dict(sealed_elsewhere),
         }
 
     @classmethod
-    def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = ()) -> PartitionState:
-        if data.get("version") != STATE_VERSION:
-            raise ValueError(f"unsupported state version {data.get('version')!r}")
-        state = cls(config)
-        for dim, seen in data["labels"].items():
-            state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
-        state.vocabulary = Vocabulary.from_dict(data["vocabulary"])
-        state.windows = Windows.from_dict(config, data["windows"], sealed)
+    def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = (),
+                  baselines: Mapping[str, Baseline] = MappingProxyType({})) -> PartitionState:
+        """Restore a checkpointed state, upgrading an older version first."""
+        data = migrate(data)
+        version = data["baseline"]
+        if version is not None and version not in baselines:
+            raise StateError(f"baseline {version!r} is not available")
+        try:
+            state = cls(config, None if version is None else baselines[version])
+            for dim, seen in data["labels"].items():
+                state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
+            state.vocabulary = Vocabulary.from_dict(data["vocabulary"])
+            state.windows = Windows.from_dict(config, data["windows"], sealed)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"damaged state: {exc!r}") from None
         return state
 
 
-def snapshot(config: CoreConfig, states: Iterable[PartitionState], now: float) -> dict[str, Tally]:
-    """Totals and every configured window, summed over partitions (in the order given)."""
+def sums(config: CoreConfig, states: Iterable[PartitionState], now: float) -> dict[str, Tally]:
+    """Totals ("totals") and every configured window, summed over partitions in the order given."""
     states = list(states)
     out = {"totals": total(s.totals() for s in states)}
     for name, seconds in config.windows:
         out[name] = total(s.windows.window(seconds, now) for s in states)
     return out
+
+
+def _v1_to_v2(data: dict) -> dict:
+    """Version 2 names the baseline whose vocabulary the state uses (none before)."""
+    return {**data, "version": 2, "baseline": None}
+
+
+# MIGRATIONS[n] turns a version-n state into a version-(n + 1) one.
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2}
+
+
+def migrate(data: dict, migrations: Mapping[int, Callable[[dict], dict]] = MIGRATIONS,
+            latest: int = STATE_VERSION) -> dict:
+    """Bring a checkpointed state to `latest`, one version at a time."""
+    version = data.get("version") if isinstance(data, dict) else None
+    if not isinstance(version, int) or not 1 <= version <= latest:
+        raise StateError(f"unsupported state version {version!r} (this release reads 1 to {latest})")
+    while version < latest:
+        data = migrations[version](data)
+        version += 1
+    return data

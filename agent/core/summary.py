@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from agent.core.sources import concentration
+from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS, UNAUTHORIZED_RISK
+from agent.core.families import LATE_EVENTS
+from agent.core.filters import OUTCOMES, REMOVED
+from agent.core.freshness import AGE, NOT_YET_EFFECTIVE, STALE_CONFLICTS, STALE_RESULTS
+from agent.core.query_mix import LANGUAGES, NEW_TERMS, QUERY_TYPES, TERMS
+from agent.core.scores import ADMITTED, GAP, TOP1
+from agent.core.sources import ADMITTED_RESULTS, DIVERSITY, DUPLICATES, concentration
+from agent.core.zero_results import FILTER_ZERO, RETRIEVALS, ZERO_RESULTS
 from agent.core.tally import Tally
 
 
@@ -33,45 +40,45 @@ def _mean(tally: Tally, histogram: str) -> float | None:
 
 def summarize(totals: Tally, rejected: dict[str, int]) -> dict:
     """Every figure over the whole input, by DESIGN.md's definitions; None when undefined."""
-    processed = _sum(totals, "retrievals")
-    by_source = _by(totals, "admitted_results", 2)
+    processed = _sum(totals, RETRIEVALS.name)
+    by_source = _by(totals, ADMITTED_RESULTS.name, 2)
     hhi, top_share = concentration(by_source) if any(by_source.values()) else (None, None)
-    type_counts = _by(totals, "query_type_retrievals", 2)
+    type_counts = _by(totals, QUERY_TYPES.name, 2)
     filters: dict[str, dict[str, int]] = {}
     for key, value in totals.items():
-        if key[0] == "filter_outcomes":
+        if key[0] == OUTCOMES.name:
             filters.setdefault(key[1], {"applied": 0, "skipped": 0, "error": 0, "removed": 0})[key[2]] += int(value)
-        elif key[0] == "filter_removed_chunks":
+        elif key[0] == REMOVED.name:
             filters.setdefault(key[1], {"applied": 0, "skipped": 0, "error": 0, "removed": 0})["removed"] += int(value)
     return {
         "events": {
             "processed": int(processed),
-            "late": int(_sum(totals, "late_events")),
+            "late": int(_sum(totals, LATE_EVENTS.name)),
             "rejected": dict(sorted(rejected.items())),
         },
-        "zero_result_rate": _ratio(_sum(totals, "zero_result_retrievals"), processed),
-        "filter_zero_rate": _ratio(_sum(totals, "filter_zero_retrievals"), processed),
-        "unauthorized_results": int(_sum(totals, "unauthorized_results")),
-        "unauthorized_events": int(_sum(totals, "unauthorized_retrievals")),
-        "unauthorized_risk_events": int(_sum(totals, "unauthorized_risk_retrievals")),
-        "stale_results": int(_sum(totals, "stale_results")),
-        "stale_conflict_events": int(_sum(totals, "stale_conflict_retrievals")),
-        "not_yet_effective_results": int(_sum(totals, "not_yet_effective_results")),
-        "admitted_results": int(_sum(totals, "admitted_results")),
+        "zero_result_rate": _ratio(_sum(totals, ZERO_RESULTS.name), processed),
+        "filter_zero_rate": _ratio(_sum(totals, FILTER_ZERO.name), processed),
+        "unauthorized_results": int(_sum(totals, UNAUTHORIZED_RESULTS.name)),
+        "unauthorized_events": int(_sum(totals, UNAUTHORIZED_RETRIEVALS.name)),
+        "unauthorized_risk_events": int(_sum(totals, UNAUTHORIZED_RISK.name)),
+        "stale_results": int(_sum(totals, STALE_RESULTS.name)),
+        "stale_conflict_events": int(_sum(totals, STALE_CONFLICTS.name)),
+        "not_yet_effective_results": int(_sum(totals, NOT_YET_EFFECTIVE.name)),
+        "admitted_results": int(_sum(totals, ADMITTED_RESULTS.name)),
         "source_hhi": hhi,
         "top_source_share": top_share,
-        "mean_top1_score": _mean(totals, "top1_score"),
-        "mean_admitted_score": _mean(totals, "admitted_score"),
-        "mean_score_gap": _mean(totals, "score_gap"),
-        "mean_content_age_days": _mean(totals, "content_age_days"),
-        "mean_parent_diversity": _mean(totals, "parent_diversity_ratio"),
-        "duplicate_fingerprint_results": int(_sum(totals, "duplicate_fingerprint_results")),
+        "mean_top1_score": _mean(totals, TOP1.name),
+        "mean_admitted_score": _mean(totals, ADMITTED.name),
+        "mean_score_gap": _mean(totals, GAP.name),
+        "mean_content_age_days": _mean(totals, AGE.name),
+        "mean_parent_diversity": _mean(totals, DIVERSITY.name),
+        "duplicate_fingerprint_results": int(_sum(totals, DUPLICATES.name)),
         "query_type_share": {t: c / processed for t, c in sorted(type_counts.items())} if processed else {},
         "language_share": {
-            t: c / processed for t, c in sorted(_by(totals, "query_language_retrievals", 1).items())
+            t: c / processed for t, c in sorted(_by(totals, LANGUAGES.name, 1).items())
         }
         if processed
         else {},
-        "new_term_rate": _ratio(_sum(totals, "query_new_terms"), _sum(totals, "query_terms")),
+        "new_term_rate": _ratio(_sum(totals, NEW_TERMS.name), _sum(totals, TERMS.name)),
         "filters": dict(sorted(filters.items())),
     }

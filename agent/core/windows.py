@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from agent.core.config import CoreConfig
 from agent.core.families import FUTURE_EVENTS, LATE_EVENTS
-from agent.core.tally import Tally, add, from_items, inc, to_items, total
+from agent.core.tally import Tally, add, from_items, to_items, total
 
 
 class Windows:
@@ -33,8 +33,9 @@ class Windows:
         self._blocks: dict[int, Tally] = {}  # sealed hour -> sum of its buckets
         self._per_block = max(1, 3600 // config.bucket_seconds)
 
-    def slot(self, ts: float, now: float | None = None) -> Tally:
-        """The tally an event at `ts` adds into: its bucket, or `retired` if late.
+    def slot(self, ts: float, now: float | None = None) -> tuple[Tally, str | None]:
+        """The tally an event at `ts` adds into (its bucket, or `retired`), and
+        the bookkeeping counter it raises when it stays out of the windows.
 
         `now` is the time the event was written, when known (the Kafka record
         timestamp). The watermark never passes it, and an event dated further
@@ -43,11 +44,9 @@ class Windows:
         """
         watermark = self.watermark
         if watermark is not None and ts < watermark - self.config.lateness_seconds:
-            inc(self.retired, (LATE_EVENTS.name,))
-            return self.retired
+            return self.retired, LATE_EVENTS.name
         if now is not None and ts > now + self.config.max_future_seconds:
-            inc(self.retired, (FUTURE_EVENTS.name,))
-            return self.retired
+            return self.retired, FUTURE_EVENTS.name
         mark = ts if now is None or ts <= now else now
         if watermark is None or mark > watermark:
             self.watermark = mark
@@ -59,7 +58,7 @@ class Windows:
         bucket = self.buckets.get(index)
         if bucket is None:
             bucket = self.buckets[index] = {}
-        return bucket
+        return bucket, None
 
     def _retire(self) -> None:
         oldest = self.head - self.config.horizon_buckets + 1

@@ -11,7 +11,7 @@ import pytest
 
 from agent.core.config import CoreConfig
 from agent.core.reasons import RejectedEvent
-from agent.core.state import PartitionState, snapshot
+from agent.core.state import PartitionState, sums
 from agent.core.summary import summarize
 from agent.core.tally import total
 from agent.core.vocabulary import Vocabulary
@@ -206,7 +206,7 @@ def test_snapshot_over_partitions_is_the_sum():
     for raw in raws:
         parts[rng.randrange(2)].process(raw)
     now = max(p.windows.watermark for p in parts)
-    snap = snapshot(CONFIG, parts, now)
+    snap = sums(CONFIG, parts, now)
     assert snap["totals"] == total([parts[0].totals(), parts[1].totals()])
     for name, seconds in CONFIG.windows:
         assert snap[name] == total([p.windows.window(seconds, now) for p in parts])
@@ -224,8 +224,8 @@ def test_snapshot_of_ordered_partitions_matches_one_stream():
     # Lateness is judged per partition, so windows and `late_events` may differ;
     # the totals hold every event either way. The learning vocabulary is per partition.
     skip = ("query_new_terms", "late_events")
-    a = {k: v for k, v in snapshot(config, parts, now)["totals"].items() if k[0] not in skip}
-    b = {k: v for k, v in snapshot(config, [one], now)["totals"].items() if k[0] not in skip}
+    a = {k: v for k, v in sums(config, parts, now)["totals"].items() if k[0] not in skip}
+    b = {k: v for k, v in sums(config, [one], now)["totals"].items() if k[0] not in skip}
     assert set(a) == set(b)
     for key in a:
         assert math.isclose(a[key], b[key], rel_tol=1e-9, abs_tol=1e-9), key

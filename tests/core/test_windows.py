@@ -12,7 +12,7 @@ import pytest
 from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.labels import OTHER
-from agent.core.state import PartitionState, snapshot
+from agent.core.state import PartitionState, sums
 
 T0 = 1710158400  # 2024-03-11T12:00:00Z, a whole minute
 APP = "app"
@@ -111,7 +111,7 @@ def test_rolling_windows_at_now():
     assert retrievals(state.windows.window(300, T0 + 60 * 9 + 59)) == 5  # minutes 5..9
     assert retrievals(state.windows.window(3600, T0 + 60 * 9)) == 10  # minutes 0..9
     assert retrievals(state.windows.window(300, T0 - 1)) == 0
-    snap = snapshot(config, [state], last)
+    snap = sums(config, [state], last)
     assert set(snap) == {"totals", "5m", "1h", "24h"}
     assert [retrievals(snap[n]) for n in ("totals", "5m", "1h", "24h")] == [70, 5, 60, 70]
 

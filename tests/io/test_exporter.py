@@ -9,6 +9,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -21,7 +22,9 @@ from agent.core.config import CoreConfig
 from agent.core.families import FAMILIES
 from agent.core.state import PartitionState
 from agent.core.tally import Counter, Histogram, total
-from agent.io.exporter import MetricsServer, RagdriftCollector, Snapshot
+from agent.core.snapshot import Exposition, Health
+from agent.io.endpoint import MetricsServer
+from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
 
 APPS = ("docs-search", "hr-assistant", "support-bot")
 REASONS = ("invalid_json", "invalid_field", "unsupported_schema", "too_large", "pii_suspected")
@@ -44,16 +47,31 @@ def states(config: CoreConfig, incidents=("leak@2", "stale@4", "new-terms@0")) -
     return out
 
 
-def snapshot_of(parts: list[PartitionState], config: CoreConfig, **extra) -> Snapshot:
+def snapshot_of(parts: list[PartitionState], config: CoreConfig) -> SimpleNamespace:
+    """What the agent would hand the core: counters and windows, not yet folded."""
     now = max(p.windows.watermark for p in parts)  # event time, not the wall clock
     windows = {name: total(p.windows.window(seconds, now) for p in parts) for name, seconds in config.windows}
-    return Snapshot(counters=total(p.totals() for p in parts), windows=windows, **extra)
+    return SimpleNamespace(counters=total(p.totals() for p in parts), windows=windows)
 
 
-def collector(config: CoreConfig = CONFIG, top_n: int = 50, **kwargs) -> tuple[RagdriftCollector, CollectorRegistry]:
-    c = RagdriftCollector(config, top_n, **kwargs)
+class Harness:
+    """The agent's side of the exposition: the core builds, the collectors render."""
+
+    def __init__(self, config: CoreConfig, top_n: int, clock):
+        self.exposition = Exposition(config, top_n)
+        self.latest = Latest()
+        self.clock = clock
+
+    def publish(self, counters=None, windows=None, exemplars=None, **health) -> None:
+        snapshot = self.exposition.snapshot(counters or {}, windows or {}, self.clock(), exemplars, Health(**health))
+        self.latest.publish(snapshot)
+
+
+def collector(config: CoreConfig = CONFIG, top_n: int = 50, clock=lambda: 1000.0) -> tuple[Harness, CollectorRegistry]:
+    c = Harness(config, top_n, clock)
     registry = CollectorRegistry()
-    registry.register(c)
+    registry.register(RetrievalCollector(config, c.latest))
+    registry.register(HealthCollector(c.latest))
     return c, registry
 
 
@@ -71,7 +89,7 @@ def published():
     parts = states(CONFIG)
     snap = snapshot_of(parts, CONFIG)
     c, registry = collector()
-    c.publish(snap)
+    c.publish(snap.counters, snap.windows)
     return snap, registry
 
 
@@ -121,7 +139,7 @@ def test_app_counters_are_zero_filled_for_apps_with_traffic():
     parts = states(CONFIG, incidents=())
     snap = snapshot_of(parts, CONFIG)
     c, registry = collector()
-    c.publish(snap)
+    c.publish(snap.counters, snap.windows)
     apps = {k[1] for k in snap.counters if k[0] == "retrievals"}
     assert apps == set(APPS)
     zero_filled = 0
@@ -237,7 +255,7 @@ def test_window_ratios(published):
 def test_dead_letters_by_reason_are_all_present_and_zero_filled(published):
     snap, _ = published
     c, registry = collector()
-    c.publish(Snapshot(counters=snap.counters, rejected={"invalid_json": 2, "pii_suspected": 1}))
+    c.publish(counters=snap.counters, rejected={"invalid_json": 2, "pii_suspected": 1})
     for reason in REASONS:
         expected = {"invalid_json": 2, "pii_suspected": 1}.get(reason, 0)
         assert registry.get_sample_value("ragdrift_dead_letters_total", {"reason": reason}) == expected
@@ -248,8 +266,8 @@ def test_dead_letters_by_reason_are_all_present_and_zero_filled(published):
 
 def test_health_families():
     c, registry = collector(clock=lambda: 1000.0)
-    c.publish(Snapshot(assigned=3, lag={("retrievals", 0): 5, ("retrievals", 2): 0}, last_checkpoint=990.0,
-                       checkpoints={"ok": 7, "error": 1}))
+    c.publish(assigned=3, lag={("retrievals", 0): 5, ("retrievals", 2): 0}, last_checkpoint=990.0,
+                       checkpoints={"ok": 7, "error": 1})
     assert registry.get_sample_value("ragdrift_assigned_partitions") == 3
     assert registry.get_sample_value("ragdrift_consumer_lag_messages", {"topic": "retrievals", "partition": "0"}) == 5
     assert registry.get_sample_value("ragdrift_consumer_lag_messages", {"topic": "retrievals", "partition": "2"}) == 0
@@ -278,7 +296,7 @@ def _series(registry, name: str) -> dict[str, float]:
 
 def test_values_beyond_the_top_n_fold_into_other():
     c, registry = collector(CoreConfig(), top_n=3)
-    c.publish(Snapshot(counters=_apps_tally({"a": 40, "b": 30, "c": 20, "d": 5, "e": 1})))
+    c.publish(counters=_apps_tally({"a": 40, "b": 30, "c": 20, "d": 5, "e": 1}))
     shown = _series(registry, "ragdrift_retrievals_total")
     assert sum(shown.values()) == 96  # nothing lost in folding
     assert "other" in shown
@@ -292,17 +310,17 @@ def test_values_beyond_the_top_n_fold_into_other():
 def test_top_n_shows_n_values_besides_other():
     # metrics.md: "the top N values seen (default 50) with the rest folded into `other`".
     c, registry = collector(CoreConfig(), top_n=2)
-    c.publish(Snapshot(counters=_apps_tally({"a": 10, "b": 5, "c": 1})))
+    c.publish(counters=_apps_tally({"a": 10, "b": 5, "c": 1}))
     assert _series(registry, "ragdrift_retrievals_total") == {"a": 10, "b": 5, "other": 1}
 
 
 def test_a_value_once_shown_keeps_its_own_series():
     c, registry = collector(CoreConfig(), top_n=2)
-    c.publish(Snapshot(counters=_apps_tally({"a": 10, "b": 1})))
+    c.publish(counters=_apps_tally({"a": 10, "b": 1}))
     assert _series(registry, "ragdrift_retrievals_total")["a"] == 10
     # "c" now outgrows "a": "a" still keeps its series, so its counter never
     # jumps into "other" and back (which would read as a reset).
-    c.publish(Snapshot(counters=_apps_tally({"a": 11, "b": 1, "c": 500})))
+    c.publish(counters=_apps_tally({"a": 11, "b": 1, "c": 500}))
     shown = _series(registry, "ragdrift_retrievals_total")
     assert shown["a"] == 11
     assert "c" not in shown and shown["other"] >= 500
@@ -320,7 +338,7 @@ def test_exemplars_in_openmetrics_for_unauthorized_and_stale_counters(published)
         ("stale_results", "support-bot"): ("1" * 32, 1767225601.0),
         ("retrievals", "hr-assistant"): ("2" * 32, 1767225602.0),  # not an exemplar family
     }
-    c.publish(Snapshot(counters=snap.counters, exemplars=exemplars))
+    c.publish(counters=snap.counters, exemplars=exemplars)
     text = openmetrics_latest(registry).decode()
     line = next(l for l in text.splitlines() if l.startswith('ragdrift_unauthorized_results_total{app="hr-assistant"}'))
     assert f'# {{trace_id="{TRACE}"}} 1.0 1767225600' in line
@@ -342,9 +360,9 @@ def test_exemplars_in_openmetrics_for_unauthorized_and_stale_counters(published)
 def test_no_series_outlives_the_snapshot_that_held_it(published):
     snap, _ = published
     c, registry = collector(clock=lambda: 1000.0)
-    c.publish(Snapshot(counters=snap.counters, windows=snap.windows, rejected={"invalid_json": 1},
+    c.publish(counters=snap.counters, windows=snap.windows, rejected={"invalid_json": 1},
                        exemplars={("unauthorized_results", "hr-assistant"): (TRACE, 1.0)},
-                       lag={("retrievals", 0): 3}, assigned=1, last_checkpoint=999.0))
+                       lag={("retrievals", 0): 3}, assigned=1, last_checkpoint=999.0)
     before = {s.name for s in samples(registry)}
     assert {"ragdrift_window_retrievals", "ragdrift_consumer_lag_messages", "ragdrift_checkpoint_age_seconds"} <= before
     assert any(s.labels.get("app") == "docs-search" for s in samples(registry))
@@ -352,7 +370,7 @@ def test_no_series_outlives_the_snapshot_that_held_it(published):
     # The next snapshot: only hr-assistant traffic (say, a rebalance took the
     # rest), no windows, no lag, no checkpoint yet, no exemplar.
     only = {k: v for k, v in snap.counters.items() if k[0] in ("retrievals", "results") and k[1] == "hr-assistant"}
-    c.publish(Snapshot(counters=only))
+    c.publish(counters=only)
     after = samples(registry)
     assert not [s for s in after if s.labels.get("app") in ("docs-search", "support-bot")]
     assert not [s for s in after if s.name.startswith("ragdrift_window_")]
@@ -383,7 +401,7 @@ class Checks:
 def served(published):
     snap, _ = published
     c, registry = collector()
-    c.publish(Snapshot(counters=snap.counters, exemplars={("unauthorized_results", "hr-assistant"): (TRACE, 1.0)}))
+    c.publish(counters=snap.counters, exemplars={("unauthorized_results", "hr-assistant"): (TRACE, 1.0)})
     checks = Checks()
     server = MetricsServer(registry, "127.0.0.1", 0, checks.health, checks.ready).start()
     yield server, checks
@@ -443,7 +461,7 @@ def certificate(tmp_path):
 def tls_server(published, certificate):
     snap, _ = published
     c, registry = collector()
-    c.publish(Snapshot(counters=snap.counters))
+    c.publish(counters=snap.counters)
     checks = Checks()
     cert, key = certificate
     server = MetricsServer(registry, "127.0.0.1", 0, checks.health, checks.ready, str(cert), str(key)).start()

@@ -21,7 +21,8 @@ from agent.io.embedded import wait_until
 from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.io.store import Store
 from agent.io.tracing import provider, remote_context
-from agent.runner import MAX_LINKS, build
+from agent.runner import MAX_LINKS
+from agent.service import build
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"

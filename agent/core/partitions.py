@@ -1,0 +1,88 @@
+"""What the agent decides about the partitions it owns, with time passed in.
+
+Which to checkpoint, when to pause, what the lag is, and whether a partition's
+log is still the one its state describes: plain data in, decisions out, so
+each rule is tested without a broker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.core.state import PartitionState
+
+NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is known
+LOG_SHORTFALL_SECONDS = 10.0  # a log ending before the checkpoint this long was recreated
+PAUSE_AFTER_FAILURES = 3  # failed checkpoints in a row before consumption pauses
+
+
+@dataclass
+class Owned:
+    """A partition this replica owns: its state and where it stands in its log."""
+
+    state: PartitionState
+    next_offset: int
+    checkpointed_offset: int
+    stored_before: int  # sealed buckets below this index are in the store already
+    verified: bool = True  # False until the log is known to reach the stored offset
+    short_since: float | None = None  # when the log was first seen ending before the offset
+    topic_id: str | None = None  # the log's identity when loaded; a new id means a recreated topic
+
+    @classmethod
+    def fresh(cls, state: PartitionState, offset: int = NO_OFFSET, topic_id: str | None = None) -> Owned:
+        return cls(state, offset, NO_OFFSET, 0, topic_id=topic_id)
+
+    @classmethod
+    def restored(cls, state: PartitionState, offset: int, topic_id: str | None) -> Owned:
+        """Loaded from a checkpoint: its log must be shown to reach the offset."""
+        return cls(state, offset, offset, state.windows.sealed_before(), verified=False, topic_id=topic_id)
+
+    @property
+    def dirty(self) -> bool:
+        """Processed past its checkpoint (a partition whose start is unknown has nothing to save)."""
+        return self.next_offset != NO_OFFSET and self.next_offset != self.checkpointed_offset
+
+    def saved(self) -> None:
+        """Its checkpoint was written at `next_offset`."""
+        self.checkpointed_offset = self.next_offset
+        self.stored_before = self.state.windows.sealed_before()
+
+
+def recreated(owned: Owned, topic_id: str | None, high: int | None, now: float) -> bool:
+    """Whether the partition's log is no longer the one its state describes.
+
+    A topic id other than the one loaded says so at once, whatever the new
+    log's length. Without topic ids, a log that ends before the checkpoint was
+    recreated; a new partition leader can report a low watermark for a moment,
+    so only a shortfall that lasts `LOG_SHORTFALL_SECONDS` counts.
+    """
+    if owned.topic_id is None:
+        owned.topic_id = topic_id
+    elif topic_id is not None and topic_id != owned.topic_id:
+        return True
+    if owned.verified or high is None:
+        return False
+    if high >= owned.next_offset:
+        owned.verified = True
+        return False
+    if owned.short_since is None:
+        owned.short_since = now
+    return now - owned.short_since >= LOG_SHORTFALL_SECONDS
+
+
+def paused(failures: int) -> bool:
+    """While checkpoints keep failing, consumption stops: the work to redo
+    after a crash, and the dead letters held in memory, stay bounded."""
+    return failures >= PAUSE_AFTER_FAILURES
+
+
+def lag(owned: Owned, *log_ends: int | None) -> int | None:
+    """Messages waiting: the latest known log end minus the next offset.
+
+    The fetcher's high watermark is fresh while consuming, a probe's log end
+    while paused; a log end only grows, so the larger is the latest.
+    """
+    ends = [end for end in log_ends if end is not None]
+    if not ends or owned.next_offset == NO_OFFSET:
+        return None
+    return max(0, max(ends) - owned.next_offset)

@@ -1,0 +1,183 @@
+"""What a scrape shows, decided in the core; the exporter only renders it.
+
+The agent builds a `Snapshot` every second or so from its process-wide
+counters (monotone: every event adds to them, nothing regroups them), its
+partitions' windows and its own health. Label values are folded here to the
+top N by volume plus `other`, and the per-window ratios and source
+concentration are computed here, from the windows before folding.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS
+from agent.core.config import CoreConfig
+from agent.core.families import FAMILIES
+from agent.core.filters import OUTCOMES
+from agent.core.freshness import STALE_RESULTS
+from agent.core.labels import OTHER
+from agent.core.query_mix import LANGUAGES, NEW_TERMS, QUERY_TYPES, TERMS
+from agent.core.reasons import REASONS
+from agent.core.sources import ADMITTED_RESULTS, concentration
+from agent.core.tally import Key, Tally, total
+from agent.core.zero_results import RETRIEVALS, ZERO_RESULTS
+
+# Which family ranks the values of each label dimension.
+VOLUME = {
+    "app": RETRIEVALS.name,
+    "source": ADMITTED_RESULTS.name,
+    "filter": OUTCOMES.name,
+    "query_type": QUERY_TYPES.name,
+    "language": LANGUAGES.name,
+}
+EXEMPLAR_FAMILIES = frozenset((UNAUTHORIZED_RESULTS.name, UNAUTHORIZED_RETRIEVALS.name, STALE_RESULTS.name))
+_BY_NAME = {f.name: f for f in FAMILIES}
+_SUFFIXES = ("_bucket", "_sum", "_count")
+
+Shown = Mapping[str, frozenset[str]]  # label dimension -> values with their own series
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """A gauge derived from the windows, rendered as `ragdrift_<name>`."""
+
+    name: str
+    labels: tuple[str, ...]
+    help: str
+
+
+ZERO_RATIO = Gauge("window_zero_result_ratio", ("app", "window"), "Zero-result events / events, per replica.")
+NEW_TERM_RATIO = Gauge("window_new_term_ratio", ("app", "window"),
+                       "New-term occurrences / term occurrences, per replica.")
+SOURCE_HHI = Gauge("window_source_hhi_ratio", ("window",), "Herfindahl index of admitted results over sources.")
+TOP_SOURCE = Gauge("window_top_source_share_ratio", ("window",), "Largest source's share of admitted results.")
+GAUGES = (ZERO_RATIO, NEW_TERM_RATIO, SOURCE_HHI, TOP_SOURCE)
+
+
+@dataclass(frozen=True)
+class Health:
+    """The agent's own state at one moment of its loop."""
+
+    rejected: dict[str, int] = field(default_factory=dict)  # dead letters by reason kind
+    lag: dict[tuple[str, int], int] = field(default_factory=dict)
+    assigned: int = 0
+    last_checkpoint: float | None = None
+    checkpoints: dict[str, int] = field(default_factory=dict)
+    resets: int = 0  # partitions started afresh (log recreated)
+    last_contact: float | None = None  # epoch s of Kafka's last answer
+    unreachable_since: float | None = None  # set while Kafka does not answer
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a scrape shows, frozen at one moment of the agent loop."""
+
+    counters: Tally = field(default_factory=dict)  # process-local totals, folded
+    windows: dict[str, Tally] = field(default_factory=dict)  # folded
+    gauges: Tally = field(default_factory=dict)  # (gauge name, *labels) -> value
+    exemplars: dict[Key, tuple[str, float]] = field(default_factory=dict)  # (family, app) -> (trace id, time)
+    apps: tuple[str, ...] = ()  # apps with traffic: their app-labelled counters are zero-filled
+    processed: float = 0  # events processed by this process
+    rejected: dict[str, int] = field(default_factory=dict)  # every reason kind, zero-filled
+    health: Health = field(default_factory=Health)
+    checkpoint_age: float | None = None
+    unreachable_seconds: float = 0.0
+
+
+def shown_values(volume: Tally, shown: Shown, top_n: int) -> dict[str, frozenset[str]]:
+    """The values each dimension shows: those shown before (sticky, so a counter
+    series never moves into `other` and back, which would read as a reset),
+    then the largest by volume until there are `top_n`."""
+    by_dim: dict[str, dict[str, float]] = {dim: defaultdict(float) for dim in VOLUME}
+    for key, value in volume.items():
+        family = _BY_NAME.get(key[0])
+        if family is None:
+            continue
+        for position, dim in enumerate(family.labels, start=1):
+            if VOLUME.get(dim) == key[0]:
+                by_dim[dim][key[position]] += value
+    out = {}
+    for dim, values in by_dim.items():
+        kept = set(shown.get(dim, ()))
+        for value in sorted(values, key=lambda v: (-values[v], v)):
+            if len(kept) >= top_n:
+                break
+            if value != OTHER:
+                kept.add(value)
+        out[dim] = frozenset(kept)
+    return out
+
+
+def fold(tally: Tally, shown: Shown) -> Tally:
+    """Each label value not shown becomes `other`; what it counted is kept there."""
+    out: Tally = {}
+    for key, value in tally.items():
+        family = _BY_NAME.get(_family_name(key[0]))
+        if family is None:
+            continue
+        labels = list(key[1:])
+        for i, dim in enumerate(family.labels):
+            if dim in shown and labels[i] not in shown[dim]:
+                labels[i] = OTHER
+        folded = (key[0], *labels)
+        out[folded] = out.get(folded, 0) + value
+    return out
+
+
+def derived(windows: Mapping[str, Tally]) -> Tally:
+    """Ratios and source concentration per window, from unfolded windows."""
+    out: Tally = {}
+    for window, tally in windows.items():
+        by_source: dict[str, float] = defaultdict(float)
+        for key, value in tally.items():
+            name = key[0]
+            if name == RETRIEVALS.name and value:
+                out[(ZERO_RATIO.name, key[1], window)] = tally.get((ZERO_RESULTS.name, key[1]), 0) / value
+            elif name == TERMS.name and value:
+                out[(NEW_TERM_RATIO.name, key[1], window)] = tally.get((NEW_TERMS.name, key[1]), 0) / value
+            elif name == ADMITTED_RESULTS.name:
+                by_source[key[2]] += value
+        if by_source:
+            out[(SOURCE_HHI.name, window)], out[(TOP_SOURCE.name, window)] = concentration(by_source)
+    return out
+
+
+class Exposition:
+    """Builds snapshots, remembering which label values this process has shown."""
+
+    def __init__(self, config: CoreConfig, top_n: int):
+        self.config = config
+        self.top_n = top_n
+        self.shown: dict[str, frozenset[str]] = {}
+
+    def snapshot(self, counters: Tally, windows: Mapping[str, Tally], now: float,
+                 exemplars: Mapping[Key, tuple[str, float]] | None = None, health: Health = Health()) -> Snapshot:
+        # Rank by this process's counts and the longest window, so that values
+        # restored from a checkpoint keep their names after a restart.
+        longest = max(self.config.windows, key=lambda window: window[1])[0]
+        self.shown = shown_values(total([counters, windows.get(longest, {})]), self.shown, self.top_n)
+        folded = fold(counters, self.shown)
+        last = health.last_checkpoint
+        since = health.unreachable_since
+        return Snapshot(
+            counters=folded,
+            windows={name: fold(tally, self.shown) for name, tally in windows.items()},
+            gauges=derived(windows),
+            exemplars={k: v for k, v in (exemplars or {}).items() if k[0] in EXEMPLAR_FAMILIES},
+            apps=tuple(sorted({k[1] for k in folded if k[0] == RETRIEVALS.name})),
+            processed=sum(v for k, v in counters.items() if k[0] == RETRIEVALS.name),
+            rejected={reason: health.rejected.get(reason, 0) for reason in REASONS},
+            health=health,
+            checkpoint_age=None if last is None else max(0.0, now - last),
+            unreachable_seconds=0.0 if since is None else max(0.0, now - since),
+        )
+
+
+def _family_name(key_name: str) -> str:
+    for suffix in _SUFFIXES:
+        if key_name.endswith(suffix):
+            return key_name[: -len(suffix)]
+    return key_name

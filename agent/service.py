@@ -1,0 +1,78 @@
+"""Wiring: store, Kafka clients, collectors, tracer and the metrics endpoint
+around an agent, and running it until a signal."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from dataclasses import dataclass
+
+from kafka.errors import KafkaError
+from prometheus_client import CollectorRegistry, ProcessCollector
+
+from agent.io import broker
+from agent.io.endpoint import MetricsServer
+from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
+from agent.io.settings import Settings
+from agent.io.store import Store, StoreError
+from agent.io.tracing import provider
+from agent.runner import Agent
+
+log = logging.getLogger("ragdrift.agent")
+
+
+@dataclass
+class Running:
+    """An agent with its metrics endpoint, wired but not yet consuming."""
+
+    agent: Agent
+    server: MetricsServer
+    store: Store
+    tracer_provider: object
+
+    def close(self) -> None:
+        self.server.stop()
+        self.store.close()
+        self.tracer_provider.shutdown()
+
+
+def build(settings: Settings, tracer_provider=None) -> Running:
+    tracer_provider = tracer_provider or provider()
+    store = Store(settings.store.url, settings.store.schema)
+    client_id = f"ragdrift-{socket.gethostname()}"
+    try:
+        consumer = broker.consumer(settings.kafka, client_id)
+        producer = broker.producer(settings.kafka, client_id)
+    except BaseException:
+        store.close()
+        raise
+    latest = Latest()
+    registry = CollectorRegistry()
+    registry.register(RetrievalCollector(settings.core(), latest))
+    registry.register(HealthCollector(latest))
+    ProcessCollector(registry=registry)  # process_start_time_seconds marks restarts for the rules
+    agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id)
+    m = settings.metrics
+    server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
+    return Running(agent, server.start(), store, tracer_provider)
+
+
+def serve(settings: Settings) -> int:
+    """Run the agent until SIGTERM or SIGINT, then drain and exit 0 (1 on a fatal error)."""
+    try:
+        running = build(settings)
+    except (StoreError, KafkaError, OSError) as exc:
+        log.error("cannot start", extra={"error": str(exc)})
+        return 1
+    log.info("metrics listening", extra={"port": running.server.port})
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: running.agent.stop())
+    try:
+        running.agent.run()
+    except (StoreError, KafkaError) as exc:
+        log.error("agent stopped on an error", extra={"error": str(exc)})
+        return 1
+    finally:
+        running.close()
+    return 0
