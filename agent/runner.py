@@ -1,12 +1,8 @@
 """The agent loop: consume, fold into per-partition state, checkpoint, publish.
 
-Exactly-once state: each partition's state and its next offset are written in
-one store transaction, then the same offsets are committed to Kafka for lag
-tools. On assignment a partition resumes from its stored checkpoint, so after
-any crash, restart or rebalance its state equals one uninterrupted run's.
-Dead letters are delivered (and checked) before the checkpoint that moves
-past them. The rules (what to checkpoint, when to pause, when a log was
-recreated) are the core's: agent/core/partitions.py.
+The partitions it owns, and their exactly-once checkpoints, are
+agent/ownership.py's; the rules are the core's (agent/core/partitions.py).
+The Kafka consumer and producer are passed in, so a test can drive the loop.
 """
 
 from __future__ import annotations
@@ -15,11 +11,9 @@ import logging
 import socket
 import threading
 import time
-from collections import Counter
 
 from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import KafkaError
-from kafka.structs import OffsetAndMetadata
 from opentelemetry.trace import Link, Tracer
 
 from agent.core import partitions
@@ -29,19 +23,18 @@ from agent.core.freshness import STALE_RESULTS
 from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.reasons import RejectedEvent
 from agent.core.snapshot import Exposition, Health
-from agent.core.state import PartitionState, StateError
 from agent.core.tally import Tally, total
 from agent.io import broker
 from agent.io.dead_letters import DeadLetters
 from agent.io.exporter import Latest
 from agent.io.settings import Settings
-from agent.io.store import Checkpoint, Store, StoreError
+from agent.io.store import Store, StoreError
 from agent.io.tracing import remote_context
+from agent.ownership import IO_TIMEOUT_MS, Ownership
 
 log = logging.getLogger("ragdrift.agent")
 MAX_LINKS = 32  # links per poll span: enough to follow a sample, bounded
 SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after a stop request
-IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalance callback
 
 
 class Agent:
@@ -58,15 +51,11 @@ class Agent:
         self.letters = DeadLetters(producer, self.kafka.dead_letter_topic)
         self.client_id = client_id or f"ragdrift-{socket.gethostname()}"
         self.exposition = Exposition(self.core, self.metrics.top_n)
-        self.owned: dict[TopicPartition, Owned] = {}
+        self.parts = Ownership(self.kafka, self.core, store, consumer, self.letters, tracer, self._remaining)
+        self.owned = self.parts.owned
         self.counters: Tally = {}  # everything this process ingested: only ever grows
         self.exemplars: dict[tuple, tuple[str, float]] = {}
-        self.checkpoints: Counter[str] = Counter()
-        self.resets = 0
-        self.last_checkpoint: float | None = None
         self.last_progress = time.monotonic()
-        self.store_ok = True
-        self.failures = 0  # failed checkpoints in a row
         self.log_end: dict[TopicPartition, int] = {}  # from the last probe (fresh while paused too)
         self.last_contact: float | None = None  # epoch s of the broker's last answer
         self.unreachable_since: float | None = None  # set while probes fail
@@ -90,9 +79,9 @@ class Agent:
             while not self.stop_event.is_set():
                 self._hold_while_failing()
                 batch = self.consumer.poll(timeout_ms=kafka.poll_timeout_ms)
-                for tp in self._verify_logs():
+                for tp in self.parts.verify_logs():
                     batch.pop(tp, None)  # read from a log that is gone
-                if self._resolve_starts(batch):
+                if self.parts.resolve_starts(batch):
                     next_checkpoint = 0.0  # record where new partitions start at once
                 if batch:
                     self._process_batch(batch)
@@ -102,13 +91,13 @@ class Agent:
                     self._probe()
                     next_probe = now + kafka.probe_interval_seconds
                 if now >= next_checkpoint:
-                    self.checkpoint()
+                    self.parts.checkpoint()
                     next_checkpoint = now + self.checkpoint_every
                 if now >= next_publish:
                     self.publish()
                     next_publish = now + self.metrics.snapshot_interval_seconds
             if self.fatal is None:
-                self.checkpoint()
+                self.parts.checkpoint()
         finally:
             self._close()
         if self.fatal is not None:
@@ -120,7 +109,7 @@ class Agent:
         self.stop_event.set()
 
     def _hold_while_failing(self) -> None:
-        if partitions.paused(self.failures):
+        if partitions.paused(self.parts.failures):
             self.consumer.pause(*self.owned)  # again each time: new assignments too
         elif self.consumer.paused():
             self.consumer.resume(*self.consumer.paused())
@@ -141,48 +130,6 @@ class Agent:
             log.info("agent stopped")
 
     # -- the log ---------------------------------------------------------
-
-    def _resolve_starts(self, batch: dict) -> bool:
-        """Pin where partitions without a checkpoint start, before processing.
-
-        Without this, a crash before their first checkpoint would resolve
-        `auto_offset_reset` again and, with `latest`, skip events.
-        """
-        fresh = [tp for tp, owned in self.owned.items() if owned.next_offset == NO_OFFSET]
-        for tp in fresh:
-            records = batch.get(tp)
-            start = records[0].offset if records else self.consumer.position(tp, timeout_ms=IO_TIMEOUT_MS)
-            if start is not None:  # not yet resolvable: try again after the next poll
-                self.owned[tp].next_offset = start
-        return bool(fresh)
-
-    def _verify_logs(self) -> list[TopicPartition]:
-        """Start afresh each owned partition whose log was recreated; return them."""
-        now = time.monotonic()
-        restarted = []
-        for tp, owned in list(self.owned.items()):
-            current = broker.topic_id(self.consumer, tp.topic)
-            high = None if owned.verified else self.consumer.highwater(tp)
-            if partitions.recreated(owned, current, high, now):
-                self._restart(tp, owned, None, current)
-                restarted.append(tp)
-        return restarted
-
-    def _restart(self, tp: TopicPartition, owned: Owned, offset: int | None, topic_id: str | None = None) -> Owned:
-        """The partition's log is not the one its state describes: the topic was
-        recreated or the broker lost its data. Start afresh (at `offset`, or
-        from the beginning) rather than skip every new record."""
-        log.error("partition log recreated or restarted below its checkpoint; starting a fresh state",
-                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset,
-                         "topic_id": topic_id, "previous_topic_id": owned.topic_id})
-        self.resets += 1
-        self.store.reset(self.kafka.group_id, tp.topic, tp.partition)
-        if offset is None:
-            self.consumer.seek_to_beginning(tp)
-        fresh = Owned.fresh(PartitionState(self.core), NO_OFFSET if offset is None else offset,
-                            topic_id or owned.topic_id)
-        self.owned[tp] = fresh
-        return fresh
 
     def _probe(self) -> None:
         """Ask for the log end of every owned partition (of each topic's first
@@ -217,7 +164,7 @@ class Agent:
                 if owned is None or owned.next_offset == NO_OFFSET:
                     continue  # not loaded (the store failed: we are stopping) or start unknown
                 if records[0].offset < owned.next_offset:
-                    owned = self._restart(tp, owned, records[0].offset)
+                    owned = self.parts.restart(tp, owned, records[0].offset)
                 for record in records:
                     self._process(owned, record, links)
                     owned.next_offset = record.offset + 1
@@ -257,108 +204,26 @@ class Agent:
         for family in hits:
             self.exemplars[(family, app)] = (format(context.trace_id, "032x"), time.time())
 
-    # -- checkpoints ----------------------------------------------------
-
-    def checkpoint(self, only: list[TopicPartition] | None = None) -> bool:
-        """Write state + offsets in one transaction, then commit them to Kafka."""
-        dirty = [tp for tp in (list(self.owned) if only is None else only) if tp in self.owned and self.owned[tp].dirty]
-        if not dirty:
-            self.last_checkpoint = time.time()  # nothing unsaved: the state is durable as of now
-            return True
-        with self.tracer.start_as_current_span("ragdrift.checkpoint") as span:
-            span.set_attribute("ragdrift.partitions", len(dirty))
-            try:
-                self.letters.deliver(self._remaining(IO_TIMEOUT_MS / 1000))
-                self.store.save(self.kafka.group_id, [self._checkpoint_of(tp) for tp in dirty])
-            except (StoreError, KafkaError) as exc:
-                self.checkpoints["error"] += 1
-                self.store_ok = False
-                self.failures += 1
-                log.error("checkpoint failed; will retry" + ("; consumption paused" if partitions.paused(self.failures) else ""),
-                          extra={"error": str(exc), "failures_in_a_row": self.failures})
-                return False
-            self.store_ok = True
-            self.failures = 0
-            for tp in dirty:
-                self.owned[tp].saved()
-            self.checkpoints["ok"] += 1
-            self.last_checkpoint = time.time()
-            # The store is the truth; Kafka's copy is for lag tools. Async,
-            # because this also runs inside rebalance callbacks on the
-            # client's I/O thread, where blocking calls are refused.
-            offsets = {tp: OffsetAndMetadata(self.owned[tp].next_offset, "", -1) for tp in dirty}
-            self.consumer.commit_async(offsets, callback=_log_commit_error)
-        return True
-
-    def _checkpoint_of(self, tp: TopicPartition) -> Checkpoint:
-        owned = self.owned[tp]
-        windows = owned.state.windows
-        return Checkpoint(
-            tp.topic, tp.partition, owned.next_offset, owned.state.to_dict(sealed_elsewhere=True),
-            sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(), topic_id=owned.topic_id,
-        )
+    # -- rebalancing ----------------------------------------------------
 
     def assign(self, assigned: list[TopicPartition]) -> None:
         self._contact()  # the group coordinator answered
-        for tp in assigned:
-            if tp in self.owned:
-                continue
-            try:
-                stored = self.store.load(self.kafka.group_id, tp.topic, tp.partition)
-            except StoreError as exc:
-                # Without its state a partition cannot be processed exactly once:
-                # stop, so the orchestrator restarts us and the group rebalances.
-                log.error("cannot load a checkpoint; stopping", extra={"error": str(exc)})
-                self.fatal = exc
-                self.stop()
-                return
-            current = broker.topic_id(self.consumer, tp.topic)
-            if stored is None:
-                self._seek_start(tp)
-                self.owned[tp] = Owned.fresh(PartitionState(self.core), topic_id=current)
-            else:
-                self.owned[tp] = self._restore(tp, stored)
-            log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition,
-                                                  "offset": self.owned[tp].next_offset})
-
-    def _restore(self, tp: TopicPartition, stored: Checkpoint) -> Owned:
-        self.consumer.seek(tp, stored.next_offset)
         try:
-            state = PartitionState.from_dict(self.core, stored.state, stored.sealed)
-        except StateError as exc:
-            # A state this release cannot read (written by a newer one, or
-            # damaged): start afresh where it stopped rather than crash-loop.
-            log.error("stored state unreadable; starting a fresh state at its offset",
-                      extra={"topic": tp.topic, "partition": tp.partition, "error": str(exc)})
-            self.resets += 1
-            self.store.reset(self.kafka.group_id, tp.topic, tp.partition)
-            return Owned.fresh(PartitionState(self.core), stored.next_offset, stored.topic_id)
-        return Owned.restored(state, stored.next_offset, stored.topic_id)
-
-    def _seek_start(self, tp: TopicPartition) -> None:
-        if self.kafka.auto_offset_reset == "earliest":
-            self.consumer.seek_to_beginning(tp)
-        else:
-            self.consumer.seek_to_end(tp)
+            self.parts.assign(assigned)
+        except StoreError as exc:
+            # Without its state a partition cannot be processed exactly once:
+            # stop, so the orchestrator restarts us and the group rebalances.
+            log.error("cannot load a checkpoint; stopping", extra={"error": str(exc)})
+            self.fatal = exc
+            self.stop()
 
     def revoke(self, revoked: list[TopicPartition], lost: bool = False) -> None:
-        mine = [tp for tp in revoked if tp in self.owned]
-        if not lost and mine:
-            self.checkpoint(mine)
-        for tp in mine:
+        self.parts.revoke(revoked, lost)
+        for tp in revoked:
             self.log_end.pop(tp, None)
-            del self.owned[tp]
-            log.info("partition released", extra={"topic": tp.topic, "partition": tp.partition, "lost": lost})
+
 
     # -- exposition -----------------------------------------------------
-
-    def lag(self) -> dict[tuple[str, int], int]:
-        out = {}
-        for tp, owned in sorted(self.owned.items()):
-            waiting = partitions.lag(owned, self.consumer.highwater(tp), self.log_end.get(tp))
-            if waiting is not None:
-                out[(tp.topic, tp.partition)] = waiting
-        return out
 
     def publish(self) -> None:
         """Hand the exporter a fresh immutable snapshot."""
@@ -366,8 +231,8 @@ class Agent:
         states = [self.owned[tp].state for tp in sorted(self.owned)]
         windows = {name: total(s.windows.window(seconds, now) for s in states) for name, seconds in self.core.windows}
         health = Health(
-            rejected=dict(self.letters.rejected), lag=self.lag(), assigned=len(states),
-            last_checkpoint=self.last_checkpoint, checkpoints=dict(self.checkpoints), resets=self.resets,
+            rejected=dict(self.letters.rejected), lag=self.parts.lag(self.log_end), assigned=len(states),
+            last_checkpoint=self.parts.last_checkpoint, checkpoints=dict(self.parts.checkpoints), resets=self.parts.resets,
             last_contact=self.last_contact, unreachable_since=self.unreachable_since,
         )
         self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health))
@@ -379,7 +244,7 @@ class Agent:
     def ready(self) -> tuple[bool, str]:
         if not self.owned:
             return False, "no partitions assigned"
-        if not self.store_ok or not self.store.ping():
+        if not self.parts.store_ok or not self.store.ping():
             return False, "store unreachable"
         lag = sum(self.latest.snapshot.health.lag.values())
         if lag > self.metrics.ready_max_lag:
@@ -390,11 +255,6 @@ class Agent:
         since = self.unreachable_since
         outage = f"; kafka unreachable for {time.time() - since:.0f}s" if since is not None else ""
         return True, f"{len(self.owned)} partitions, lag {lag}{outage}"
-
-
-def _log_commit_error(offsets, response) -> None:
-    if isinstance(response, Exception):
-        log.warning("kafka offset commit failed", extra={"error": str(response)})
 
 
 class _Rebalance(ConsumerRebalanceListener):

@@ -238,3 +238,46 @@ def test_three_replicas_start_together_on_an_empty_database(broker, make_topic, 
     wait_until(lambda: caught_up(pg_url, group_id, topic, records), 90, 0.2, "all partitions checkpointed")
     assert_exactly_once(pg_url, group_id, topic, records)
     assert sum(r.value("ragdrift_window_retrievals", window="1h") for r in replicas) == len(lines)
+
+
+def test_an_unreadable_stored_state_is_started_afresh_not_a_crash_loop(broker, make_topic, group_id, tmp_path):
+    """A checkpoint this release cannot read (a newer version, say): the
+    partition starts afresh at its stored offset, the reset is counted, and
+    the agent keeps consuming. Driven in-process: the loop takes its Kafka
+    clients from `build`, no subprocess needed."""
+    import threading
+
+    from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
+    from agent.io.store import Checkpoint, Store
+    from agent.service import build
+
+    topic, dlq = make_topic(1, "retrievals"), make_topic(1, "dlq")
+    url = f"sqlite:///{tmp_path}/s.db"
+    lines = list(synth.generate(150, seed=97, start=_now()))
+    produce(broker.bootstrap, topic, lines)
+    store = Store(url)
+    store.save(group_id, [Checkpoint(topic, 0, 50, {"version": 99, "from": "a newer release"})])
+    store.close()
+    settings = Settings(
+        kafka=KafkaSettings(bootstrap_servers=broker.bootstrap, topics=[topic], dead_letter_topic=dlq,
+                            group_id=group_id, session_timeout_ms=2000, heartbeat_interval_ms=500,
+                            poll_timeout_ms=200),
+        store=StoreSettings(url=url, checkpoint_interval_seconds=0.5),
+        metrics=MetricsSettings(address="127.0.0.1", port=0, snapshot_interval_seconds=0.2),
+    )
+    running = build(settings)
+    agent = running.agent
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: agent.latest.snapshot.processed >= 100, 60, 0.1, "events after the stored offset")
+        wait_until(lambda: (Store(url).load(group_id, topic, 0) or Checkpoint(topic, 0, 0, {})).next_offset == 150,
+                   30, 0.2, "a fresh checkpoint")
+        assert agent.latest.snapshot.processed == 100  # from offset 50 on: nothing skipped, nothing twice
+        assert agent.latest.snapshot.health.resets == 1
+        assert Store(url).load(group_id, topic, 0).state["version"] == 2
+    finally:
+        agent.stop()
+        thread.join(15)
+        running.close()
+    assert not thread.is_alive()

@@ -7,6 +7,11 @@ where a partition resumes. Sealed minute buckets never change, so each is
 written once to `ragdrift_buckets` and deleted when it is retired; the
 checkpoint row holds the rest of the state.
 
+Other components join the checkpoint: they define their tables on the
+store's metadata (`tables`) and hand `save` the rows to write (`joined`),
+which commit or roll back together with the offsets, so what they keep is
+exactly once too.
+
 Replicas that start together on an empty database each create the tables:
 on PostgreSQL they take turns under an advisory lock, so the second finds
 what the first created; upgrades add what an older schema lacks, in the
@@ -16,6 +21,7 @@ same locked transaction.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import orjson
@@ -35,7 +41,10 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
+
+Joined = Callable[[Connection], None]  # writes its rows inside a checkpoint's transaction
 
 
 def _partition_key() -> list[Column]:
@@ -82,7 +91,7 @@ class Checkpoint:
 
 
 class Store:
-    def __init__(self, url: str, schema: str | None = None):
+    def __init__(self, url: str, schema: str | None = None, tables: Iterable[Callable[[MetaData], Table]] = ()):
         self.url = url
         self.metadata = MetaData(schema=schema)
         self.checkpoints = Table(
@@ -101,6 +110,7 @@ class Store:
             Column("bucket", BigInteger, primary_key=True),
             Column("tally", LargeBinary, nullable=False),
         )
+        self.joined_tables = [define(self.metadata) for define in tables]
         try:
             self.engine = create_engine(url, pool_pre_ping=True, connect_args=_timeouts(url))
             postgres = self.engine.dialect.name == "postgresql"
@@ -130,8 +140,8 @@ class Store:
         """The URL with any password hidden, for logs."""
         return self.url.split("@", 1)[-1] if "@" in self.url else self.url
 
-    def save(self, group_id: str, checkpoints: list[Checkpoint]) -> None:
-        """Write all checkpoints in one transaction."""
+    def save(self, group_id: str, checkpoints: list[Checkpoint], joined: Iterable[Joined] = ()) -> None:
+        """Write all checkpoints, and whatever `joined` writes, in one transaction."""
         if not checkpoints:
             return
         now = time.time()
@@ -184,6 +194,8 @@ class Store:
                             *_of(self.buckets, group_id, c.topic, c.partition),
                             b.bucket < c.keep_from,
                         ))
+                for write in joined:
+                    write(conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"checkpoint failed: {exc.__class__.__name__}: {exc}") from exc
 

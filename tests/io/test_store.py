@@ -219,3 +219,28 @@ def test_replicas_opening_an_empty_database_at_once_all_succeed(pg_url):
     for thread in threads:
         thread.join(30)
     assert errors == []
+
+
+def test_other_components_join_the_checkpoint_transaction(url):
+    """A joined table's rows commit with the offsets, and roll back with them
+    when the checkpoint is refused (here: fenced by a replica ahead of us)."""
+    from sqlalchemy import Column, Integer, String, Table, select
+
+    def candidates(metadata):
+        return Table("ragdrift_test_candidates", metadata, Column("event_id", String(64), primary_key=True),
+                     Column("offset", Integer))
+
+    store = Store(url, tables=[candidates])
+    table = store.joined_tables[0]
+    try:
+        def rows(*ids):
+            return lambda conn: conn.execute(table.insert(), [{"event_id": i, "offset": 1} for i in ids])
+
+        store.save(GROUP, [Checkpoint("a", 0, 10, real_state(1))], joined=[rows("e1", "e2")])
+        with pytest.raises(StoreError, match="refused"):
+            store.save(GROUP, [Checkpoint("a", 0, 5, real_state(1))], joined=[rows("e3")])
+        with store.engine.connect() as conn:
+            assert sorted(conn.execute(select(table.c.event_id)).scalars()) == ["e1", "e2"]
+        assert store.load(GROUP, "a", 0).next_offset == 10
+    finally:
+        store.close()

@@ -1,0 +1,190 @@
+"""The partitions a replica owns: loading, checkpointing, restarting, releasing.
+
+Exactly-once state: each partition's state and its next offset are written in
+one store transaction, then the same offsets are committed to Kafka for lag
+tools. On assignment a partition resumes from its stored checkpoint, so after
+any crash, restart or rebalance its state equals one uninterrupted run's.
+Dead letters are delivered (and checked) before the checkpoint that moves
+past them. The rules are the core's (agent/core/partitions.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from kafka import TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+from opentelemetry.trace import Tracer
+
+from agent.core import partitions
+from agent.core.config import CoreConfig
+from agent.core.partitions import NO_OFFSET, Owned
+from agent.core.state import PartitionState, StateError
+from agent.io import broker
+from agent.io.dead_letters import DeadLetters
+from agent.io.settings import KafkaSettings
+from agent.io.store import Checkpoint, Store, StoreError
+
+log = logging.getLogger("ragdrift.agent")
+IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalance callback
+
+
+class Ownership:
+    def __init__(self, kafka: KafkaSettings, core: CoreConfig, store: Store, consumer, letters: DeadLetters,
+                 tracer: Tracer, budget: Callable[[float], float]):
+        self.kafka = kafka
+        self.core = core
+        self.store = store
+        self.consumer = consumer
+        self.letters = letters
+        self.tracer = tracer
+        self.budget = budget  # seconds an I/O step may take, given its usual cap
+        self.owned: dict[TopicPartition, Owned] = {}
+        self.checkpoints: Counter[str] = Counter()
+        self.resets = 0  # partitions started afresh
+        self.last_checkpoint: float | None = None
+        self.store_ok = True
+        self.failures = 0  # failed checkpoints in a row
+
+    def resolve_starts(self, batch: dict) -> bool:
+        """Pin where partitions without a checkpoint start, before processing.
+
+        Without this, a crash before their first checkpoint would resolve
+        `auto_offset_reset` again and, with `latest`, skip events.
+        """
+        fresh = [tp for tp, owned in self.owned.items() if owned.next_offset == NO_OFFSET]
+        for tp in fresh:
+            records = batch.get(tp)
+            start = records[0].offset if records else self.consumer.position(tp, timeout_ms=IO_TIMEOUT_MS)
+            if start is not None:  # not yet resolvable: try again after the next poll
+                self.owned[tp].next_offset = start
+        return bool(fresh)
+
+    def verify_logs(self) -> list[TopicPartition]:
+        """Start afresh each owned partition whose log was recreated; return them."""
+        now = time.monotonic()
+        restarted = []
+        for tp, owned in list(self.owned.items()):
+            current = broker.topic_id(self.consumer, tp.topic)
+            high = None if owned.verified else self.consumer.highwater(tp)
+            if partitions.recreated(owned, current, high, now):
+                self.restart(tp, owned, None, current)
+                restarted.append(tp)
+        return restarted
+
+    def restart(self, tp: TopicPartition, owned: Owned, offset: int | None, topic_id: str | None = None) -> Owned:
+        """The partition's log is not the one its state describes: the topic was
+        recreated or the broker lost its data. Start afresh (at `offset`, or
+        from the beginning) rather than skip every new record."""
+        log.error("partition log recreated or restarted below its checkpoint; starting a fresh state",
+                  extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset,
+                         "topic_id": topic_id, "previous_topic_id": owned.topic_id})
+        self.resets += 1
+        self.store.reset(self.kafka.group_id, tp.topic, tp.partition)
+        if offset is None:
+            self.consumer.seek_to_beginning(tp)
+        fresh = Owned.fresh(PartitionState(self.core), NO_OFFSET if offset is None else offset,
+                            topic_id or owned.topic_id)
+        self.owned[tp] = fresh
+        return fresh
+
+    def checkpoint(self, only: list[TopicPartition] | None = None) -> bool:
+        """Write state + offsets in one transaction, then commit them to Kafka."""
+        dirty = [tp for tp in (list(self.owned) if only is None else only) if tp in self.owned and self.owned[tp].dirty]
+        if not dirty:
+            self.last_checkpoint = time.time()  # nothing unsaved: the state is durable as of now
+            return True
+        with self.tracer.start_as_current_span("ragdrift.checkpoint") as span:
+            span.set_attribute("ragdrift.partitions", len(dirty))
+            try:
+                self.letters.deliver(self.budget(IO_TIMEOUT_MS / 1000))
+                self.store.save(self.kafka.group_id, [self._checkpoint_of(tp) for tp in dirty])
+            except (StoreError, KafkaError) as exc:
+                self.checkpoints["error"] += 1
+                self.store_ok = False
+                self.failures += 1
+                log.error("checkpoint failed; will retry" + ("; consumption paused" if partitions.paused(self.failures) else ""),
+                          extra={"error": str(exc), "failures_in_a_row": self.failures})
+                return False
+            self.store_ok = True
+            self.failures = 0
+            for tp in dirty:
+                self.owned[tp].saved()
+            self.checkpoints["ok"] += 1
+            self.last_checkpoint = time.time()
+            # The store is the truth; Kafka's copy is for lag tools. Async,
+            # because this also runs inside rebalance callbacks on the
+            # client's I/O thread, where blocking calls are refused.
+            offsets = {tp: OffsetAndMetadata(self.owned[tp].next_offset, "", -1) for tp in dirty}
+            self.consumer.commit_async(offsets, callback=_log_commit_error)
+        return True
+
+    def _checkpoint_of(self, tp: TopicPartition) -> Checkpoint:
+        owned = self.owned[tp]
+        windows = owned.state.windows
+        return Checkpoint(
+            tp.topic, tp.partition, owned.next_offset, owned.state.to_dict(sealed_elsewhere=True),
+            sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(), topic_id=owned.topic_id,
+        )
+
+    def assign(self, assigned: list[TopicPartition]) -> None:
+        """Load each new partition's checkpoint and seek to it; a store that
+        cannot be read raises `StoreError`."""
+        for tp in assigned:
+            if tp in self.owned:
+                continue
+            stored = self.store.load(self.kafka.group_id, tp.topic, tp.partition)
+            current = broker.topic_id(self.consumer, tp.topic)
+            if stored is None:
+                self._seek_start(tp)
+                self.owned[tp] = Owned.fresh(PartitionState(self.core), topic_id=current)
+            else:
+                self.owned[tp] = self._restore(tp, stored)
+            log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition,
+                                                  "offset": self.owned[tp].next_offset})
+
+    def _restore(self, tp: TopicPartition, stored: Checkpoint) -> Owned:
+        self.consumer.seek(tp, stored.next_offset)
+        try:
+            state = PartitionState.from_dict(self.core, stored.state, stored.sealed)
+        except StateError as exc:
+            # A state this release cannot read (written by a newer one, or
+            # damaged): start afresh where it stopped rather than crash-loop.
+            log.error("stored state unreadable; starting a fresh state at its offset",
+                      extra={"topic": tp.topic, "partition": tp.partition, "error": str(exc)})
+            self.resets += 1
+            self.store.reset(self.kafka.group_id, tp.topic, tp.partition)
+            return Owned.fresh(PartitionState(self.core), stored.next_offset, stored.topic_id)
+        return Owned.restored(state, stored.next_offset, stored.topic_id)
+
+    def _seek_start(self, tp: TopicPartition) -> None:
+        if self.kafka.auto_offset_reset == "earliest":
+            self.consumer.seek_to_beginning(tp)
+        else:
+            self.consumer.seek_to_end(tp)
+
+    def revoke(self, revoked: list[TopicPartition], lost: bool = False) -> None:
+        mine = [tp for tp in revoked if tp in self.owned]
+        if not lost and mine:
+            self.checkpoint(mine)
+        for tp in mine:
+            del self.owned[tp]
+            log.info("partition released", extra={"topic": tp.topic, "partition": tp.partition, "lost": lost})
+
+    def lag(self, log_end: dict[TopicPartition, int]) -> dict[tuple[str, int], int]:
+        """Messages waiting per partition, from the fetcher's high watermark and a probe's `log_end`."""
+        out = {}
+        for tp, owned in sorted(self.owned.items()):
+            waiting = partitions.lag(owned, self.consumer.highwater(tp), log_end.get(tp))
+            if waiting is not None:
+                out[(tp.topic, tp.partition)] = waiting
+        return out
+
+
+def _log_commit_error(offsets, response) -> None:
+    if isinstance(response, Exception):
+        log.warning("kafka offset commit failed", extra={"error": str(response)})
