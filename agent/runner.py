@@ -23,7 +23,7 @@ from agent.core.freshness import STALE_RESULTS
 from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.reasons import RejectedEvent
 from agent.core.snapshot import Exposition, Health
-from agent.core.tally import Tally, total
+from agent.core.tally import Tally, add, total
 from agent.io import broker
 from agent.io.dead_letters import DeadLetters
 from agent.io.exporter import Latest
@@ -169,6 +169,7 @@ class Agent:
                     self._process(owned, record, links)
                     owned.next_offset = record.offset + 1
                     count += 1
+                add(self.counters, owned.state.take_added())
             span.set_attribute("messaging.batch.message_count", count)
             for item in links:
                 span.add_link(item.context)
@@ -176,8 +177,7 @@ class Agent:
 
     def _process(self, owned: Owned, record, links: list[Link]) -> None:
         try:
-            facts = owned.state.process(record.value or b"", self.kafka.max_message_bytes,
-                                        broker.written_at(record), self.counters)
+            facts = owned.state.process(record.value or b"", self.kafka.max_message_bytes, broker.written_at(record))
         except RejectedEvent as exc:
             self.letters.send(record, exc)
             return

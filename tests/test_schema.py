@@ -238,8 +238,8 @@ def test_schema_states_the_decoders_field_rules():
 def test_schema_patterns_are_the_decoders():
     props = SCHEMA["properties"]
     assert SCHEMA["$defs"]["hashToken"]["pattern"] == ev._HASH_PATTERN
-    assert props["event_id"]["pattern"] == _ecma(typing.get_args(ev.EventId)[1].pattern)
-    assert props["app"]["pattern"] == _ecma(typing.get_args(ev.AppName)[1].pattern)
+    assert props["event_id"]["pattern"] == typing.get_args(ev.EventId)[1].extra_json_schema["pattern"]
+    assert props["app"]["pattern"] == typing.get_args(ev.AppName)[1].extra_json_schema["pattern"]
     assert privacy.HASH_BOUND == 128 and "{8,128}" in ev._HASH_PATTERN
     assert set(privacy.HASHED_FIELDS) == {"query.id", "query.terms[]", "principal.groups[]", "results[].acl[]"}
     assert SCHEMA["$defs"]["ident"]["pattern"] == TEXT_PATTERN

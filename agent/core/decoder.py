@@ -28,6 +28,7 @@ DEFAULT_MAX_BYTES = 1 << 20
 _STRICT = msgspec.json.Decoder(Event)
 _AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _MISSING = re.compile(r"^Object missing required field `(?P<name>[a-z_]+)`")
+_FIELD = re.compile(r"[a-z_]+(\[\d+\])?(\.[a-z_]+(\[\d+\])?)*")  # "pipeline.version", "results[3].acl[0]"
 
 
 class Decoded(msgspec.Struct):
@@ -72,7 +73,7 @@ def _decode_slow(raw: bytes) -> Decoded:
 
 
 def _path(message: str) -> str:
-    """Turn msgspec's "... - at `$.a[0]`" plus our "field: ..." into `a[0].field`."""
+    """Turn msgspec's "... - at `$.a[0]`" plus a rule's "field: ..." into `a[0].field`."""
     match = _AT.search(message)
     path = match["path"].lstrip(".") if match else ""
     head = message[: match.start()] if match else message
@@ -80,7 +81,7 @@ def _path(message: str) -> str:
     if missing:
         return f"{path}.{missing['name']}" if path else missing["name"]
     field, sep, _ = head.partition(": ")
-    if sep and re.fullmatch(r"[a-z_]+(\[\d+\])?", field):
+    if sep and _FIELD.fullmatch(field):
         path = f"{path}.{field}" if path else field
     return path or "$"
 

@@ -68,9 +68,9 @@ def facts_of(event: Event) -> Facts:
             continue
         admitted.append(r)
         score_sum += r.score
-        is_stale = r.status in STALE_STATUSES or (r.expires_ts is not None and r.expires_ts <= ts)
-        effective = r.effective_ts
-        if effective is not None:
+        is_stale = r.status in STALE_STATUSES or (r.expires_at is not None and r.expires_ts <= ts)
+        if r.effective_date is not None:
+            effective = r.effective_ts
             if effective <= ts:
                 ages.append((ts - effective) / DAY)
             else:

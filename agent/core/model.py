@@ -1,8 +1,12 @@
 """The `retrieval.v1` event as typed structs: the contract's fields and rules.
 
-Field rules live in the types (lengths, bounds) and in each struct's
-`__post_init__` (characters, dates, rank uniqueness), so the decoder's fast
-and slow paths enforce exactly the same rules.
+Field rules live in the types (lengths, bounds, enums, run by msgspec in C)
+and in `Event.__post_init__` (characters, dates, phone numbers, rank
+uniqueness), so the decoder's fast and slow paths enforce exactly the same
+rules. The event checks all of its strings in a handful of regex searches
+over joined text (one per rule), not one call per struct or per string: that
+was most of the decoding time. Only when a search finds something does it walk
+the fields, in document order, to name the first offender.
 """
 
 from __future__ import annotations
@@ -26,27 +30,21 @@ _DATE_PATTERN = (
     r"([Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))?$"
 )
 _TEXT_CHARS = r"[^\x00-\x1f\x7f\ud800-\udfff]"  # no control characters, no lone surrogates
-
-
-def _matching(pattern: str) -> msgspec.Meta:
-    """Python's `$` also matches before a final newline; `\\Z` does not."""
-    return msgspec.Meta(pattern=pattern.removesuffix("$") + r"\Z")
+_LANGUAGE_PATTERN = r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$"
 
 
 def _characters(allowed: str, low: int, high: int) -> msgspec.Meta:
-    """Lengths checked by msgspec; the characters by the owning struct's
-    `__post_init__`, one regex over all its strings instead of one per string
-    (per-string patterns were most of the decoding time)."""
+    """Lengths checked by msgspec, the characters by `Event.__post_init__`;
+    the schema states both as one pattern."""
     return msgspec.Meta(min_length=low, max_length=high, extra_json_schema={"pattern": f"^{allowed}{{{low},{high}}}$"})
 
 
-# Characters checked by the owning struct (one regex per struct), phone
-# numbers by `_refuse_phones`.
+# Lengths checked by msgspec; characters, phone numbers and dates by the event.
 HashToken = Annotated[str, msgspec.Meta(min_length=8, max_length=128, extra_json_schema={"pattern": _HASH_PATTERN})]
-EventId = Annotated[str, _matching(r"^[A-Za-z0-9._:-]{1,128}$")]
-AppName = Annotated[str, _matching(r"^[a-z0-9_-]{1,64}$")]
-Label = Annotated[str, _matching(r"^[A-Za-z0-9_.:-]{1,64}$")]
-LanguageTag = Annotated[str, _matching(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")]
+EventId = Annotated[str, _characters("[A-Za-z0-9._:-]", 1, 128)]
+AppName = Annotated[str, _characters("[a-z0-9_-]", 1, 64)]
+Label = Annotated[str, _characters("[A-Za-z0-9_.:-]", 1, 64)]
+LanguageTag = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": _LANGUAGE_PATTERN})]
 # Free text ends up in labels, logs and checkpoints, which must stay valid UTF-8.
 Ident = Annotated[str, _characters(_TEXT_CHARS, 1, 256)]
 ShortText = Annotated[str, _characters(_TEXT_CHARS, 1, 128)]
@@ -62,106 +60,70 @@ Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
 ResultStatus = Literal["current", "superseded", "draft", "tombstoned", "unknown"]
 
+# What finds a character a rule does not allow. Each rule's strings are joined
+# and searched once; Python's `$` would also match before a final newline, so
+# full matches end in `\Z`.
 _NOT_HASH = re.compile(r"[^A-Za-z0-9_-]")
-# A phone number within the hash alphabet (see _HASH_PATTERN), among tokens
-# joined by spaces: one search per struct rather than one per token.
-_PHONE_TOKEN = re.compile(r"(?:^| )(?=[0-9-]*-)-*(?:[0-9]-*){7,15}(?: |$)")
 _NOT_TEXT = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_NOT_LABEL = re.compile(r"[^A-Za-z0-9_.:-]")  # event ids too: the same characters
+_NOT_APP = re.compile(r"[^a-z0-9_-]")
 _NOT_HEX = re.compile(r"[^0-9a-fA-F]")
+_LANGUAGE = re.compile(_LANGUAGE_PATTERN.removesuffix("$") + r"\Z")
 _DATE = re.compile(_DATE_PATTERN.removesuffix("$") + r"\Z")
+# A phone number within the hash alphabet (see _HASH_PATTERN): searched for
+# among tokens each preceded and followed by a space (a literal first
+# character makes the search fast).
+_PHONE = r"(?=[0-9-]*-)-*(?:[0-9]-*){7,15}"
+_PHONE_TOKEN = re.compile(rf" {_PHONE}(?= )")
+_PHONE_ALONE = re.compile(rf"{_PHONE}\Z")
 
 
-def _refuse(bad: re.Pattern, fields: dict[str, str | list[str] | None]) -> None:
-    """Raise naming the first field holding a character `bad` finds.
-
-    Called only once a single search over all of a struct's strings failed,
-    so the common case costs one regex call per struct.
-    """
-    for name, value in fields.items():
-        for i, item in enumerate([value] if isinstance(value, str) else value or ()):
-            if bad.search(item):
-                raise ValueError(f"{name if isinstance(value, str) else f'{name}[{i}]'}: character not allowed")
-
-
-def _refuse_phones(*tokens: str) -> None:
-    """Fail the typed decode on a phone number in a hashed field, so that the
-    decoder's slow path names it `pii_suspected`."""
-    if _PHONE_TOKEN.search(" ".join(tokens)):
-        raise ValueError("hashed field: looks like a phone number")
-
-
-class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    pass
-
-
-class _Leaf(_Strict, gc=False):
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """Structs that never hold cycles skip the garbage collector's tracking."""
 
 
-class Pipeline(_Leaf, frozen=True):
+class Pipeline(_Strict, frozen=True):
     version: ShortText | None = None
     retriever: ShortText | None = None
     reranker: ShortText | None = None
     embedding_model: ShortText | None = None
 
-    def __post_init__(self) -> None:
-        fields = {"version": self.version, "retriever": self.retriever,
-                  "reranker": self.reranker, "embedding_model": self.embedding_model}
-        if _NOT_TEXT.search("".join(v for v in fields.values() if v)):
-            _refuse(_NOT_TEXT, fields)
 
-
-class Query(_Leaf, frozen=True):
+class Query(_Strict, frozen=True):
     id: HashToken
     terms: Annotated[list[HashToken], msgspec.Meta(max_length=64)] = []
     type: Label | None = None
     language: LanguageTag | None = None
 
-    def __post_init__(self) -> None:
-        if _NOT_HASH.search(self.id + "".join(self.terms)):
-            _refuse(_NOT_HASH, {"id": self.id, "terms": self.terms})
-        _refuse_phones(self.id, *self.terms)
 
-
-class Principal(_Leaf, frozen=True):
+class Principal(_Strict, frozen=True):
     tenant: ShortText
     groups: Annotated[list[HashToken], msgspec.Meta(max_length=1024)]
     claims_present: bool = True
 
-    def __post_init__(self) -> None:
-        if _NOT_TEXT.search(self.tenant):
-            _refuse(_NOT_TEXT, {"tenant": self.tenant})
-        if _NOT_HASH.search("".join(self.groups)):
-            _refuse(_NOT_HASH, {"groups": self.groups})
-        _refuse_phones(*self.groups)
 
-
-class Stages(_Leaf, frozen=True):
+class Stages(_Strict, frozen=True):
     candidates: Count | None = None
     after_filter: Count | None = None
     after_rerank: Count | None = None
     packed: Count | None = None
 
 
-class Filter(_Leaf, frozen=True):
+class Filter(_Strict, frozen=True):
     name: Label
     status: Literal["applied", "skipped", "error"]
     removed: Count = 0
 
 
-class Feedback(_Leaf, frozen=True):
+class Feedback(_Strict, frozen=True):
     rephrased: bool = False
     correction: bool = False
     thumbs: Literal[-1, 0, 1] | None = None
     cited: Annotated[list[Ident], msgspec.Meta(max_length=1000)] = []
 
-    def __post_init__(self) -> None:
-        if _NOT_TEXT.search("".join(self.cited)):
-            _refuse(_NOT_TEXT, {"cited": self.cited})
 
-
-class Result(_Strict, dict=True):
-    """One ranked result. `effective_ts`/`expires_ts` hold the parsed dates (epoch s)."""
+class Result(_Strict, frozen=True):
+    """One ranked result."""
 
     chunk_id: Ident
     parent_id: Ident
@@ -180,23 +142,14 @@ class Result(_Strict, dict=True):
     fingerprint: Fingerprint | None = None
     packed: bool | None = None
 
-    def __post_init__(self) -> None:
-        text = self.chunk_id + self.parent_id + self.source
-        if self.authority is not None:
-            text += self.authority
-        if self.tenant is not None:
-            text += self.tenant
-        if _NOT_TEXT.search(text):
-            _refuse(_NOT_TEXT, {"chunk_id": self.chunk_id, "parent_id": self.parent_id, "source": self.source,
-                                "authority": self.authority, "tenant": self.tenant})
-        if self.acl:
-            if _NOT_HASH.search("".join(self.acl)):
-                _refuse(_NOT_HASH, {"acl": self.acl})
-            _refuse_phones(*self.acl)
-        if self.fingerprint is not None and _NOT_HEX.search(self.fingerprint):
-            _refuse(_NOT_HEX, {"fingerprint": self.fingerprint})
-        self.effective_ts = None if self.effective_date is None else _epoch(self.effective_date, "effective_date")
-        self.expires_ts = None if self.expires_at is None else _epoch(self.expires_at, "expires_at")
+    @property
+    def effective_ts(self) -> float | None:
+        """`effective_date` in epoch seconds (validated when the event was built)."""
+        return None if self.effective_date is None else _epoch(self.effective_date)
+
+    @property
+    def expires_ts(self) -> float | None:
+        return None if self.expires_at is None else _epoch(self.expires_at)
 
 
 class Event(_Strict):
@@ -217,10 +170,117 @@ class Event(_Strict):
     def __post_init__(self) -> None:
         if self.schema != SCHEMA:
             raise ValueError("schema: unsupported")
-        ranks = {r.rank for r in self.results}
-        if len(ranks) != len(self.results):
+        _check(self)
+        results = self.results
+        if len({r.rank for r in results}) != len(results):
             raise ValueError("results: ranks are not unique")
-        self.results.sort(key=_rank)
+        results.sort(key=_rank)
+
+
+def _check(event: Event) -> None:
+    """Every character rule of the event, one search per rule over joined text.
+
+    A search that finds something hands over to `_offender`, which names the
+    field; dates are parsed (memoized) as they are checked.
+    """
+    query, principal, results = event.query, event.principal, event.results
+    hashes = [query.id, *query.terms, *principal.groups]
+    text = [principal.tenant]
+    hexes = []
+    dates = []
+    for r in results:
+        text += (r.chunk_id, r.parent_id, r.source)
+        if r.authority is not None:
+            text.append(r.authority)
+        if r.tenant is not None:
+            text.append(r.tenant)
+        if r.acl:
+            hashes += r.acl
+        if r.fingerprint is not None:
+            hexes.append(r.fingerprint)
+        if r.effective_date is not None:
+            dates.append(r.effective_date)
+        if r.expires_at is not None:
+            dates.append(r.expires_at)
+    labels = event.event_id + "".join([f.name for f in event.filters])
+    if query.type is not None:
+        labels += query.type
+    pipeline, feedback = event.pipeline, event.feedback
+    if pipeline is not None:
+        text += (pipeline.version or "", pipeline.retriever or "", pipeline.reranker or "", pipeline.embedding_model or "")
+    if feedback is not None:
+        text += feedback.cited
+    try:
+        for text_date in dates:
+            _epoch(text_date)
+    except ValueError:
+        _offender(event)
+    text = "".join(text)
+    if (
+        not (text.isprintable() or not _NOT_TEXT.search(text))  # printable: the common case, found fast
+        or _NOT_HASH.search("".join(hashes))
+        or _PHONE_TOKEN.search(f" {' '.join(hashes)} ")
+        or _NOT_LABEL.search(labels)
+        or _NOT_APP.search(event.app)
+        or (hexes and _NOT_HEX.search("".join(hexes)))
+        or (query.language is not None and not _LANGUAGE.match(query.language))
+    ):
+        _offender(event)
+
+
+def _offender(event: Event) -> None:
+    """Raise `ValueError("<path>: <why>")` for the first field, in document order, that breaks a rule."""
+    for path, value, rule in _strings(event):
+        if rule is _DATE:
+            try:
+                _epoch(value)
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from None
+        elif rule is _LANGUAGE:
+            if not rule.match(value):
+                raise ValueError(f"{path}: not a language tag")
+        elif rule.search(value):
+            raise ValueError(f"{path}: character not allowed")
+        elif rule is _NOT_HASH and _PHONE_ALONE.match(value):
+            raise ValueError(f"{path}: looks like a phone number")
+
+
+def _strings(event: Event):
+    """(path, value, rule) for every string a rule applies to, in document order."""
+    yield "event_id", event.event_id, _NOT_LABEL
+    yield "app", event.app, _NOT_APP
+    pipeline = event.pipeline
+    if pipeline is not None:
+        for name in Pipeline.__struct_fields__:
+            if getattr(pipeline, name) is not None:
+                yield f"pipeline.{name}", getattr(pipeline, name), _NOT_TEXT
+    query = event.query
+    yield "query.id", query.id, _NOT_HASH
+    for i, term in enumerate(query.terms):
+        yield f"query.terms[{i}]", term, _NOT_HASH
+    if query.type is not None:
+        yield "query.type", query.type, _NOT_LABEL
+    if query.language is not None:
+        yield "query.language", query.language, _LANGUAGE
+    yield "principal.tenant", event.principal.tenant, _NOT_TEXT
+    for i, group in enumerate(event.principal.groups):
+        yield f"principal.groups[{i}]", group, _NOT_HASH
+    for i, f in enumerate(event.filters):
+        yield f"filters[{i}].name", f.name, _NOT_LABEL
+    for i, r in enumerate(event.results):
+        at = f"results[{i}]"
+        yield f"{at}.chunk_id", r.chunk_id, _NOT_TEXT
+        yield f"{at}.parent_id", r.parent_id, _NOT_TEXT
+        yield f"{at}.source", r.source, _NOT_TEXT
+        for name, rule in (("effective_date", _DATE), ("expires_at", _DATE), ("authority", _NOT_TEXT),
+                           ("tenant", _NOT_TEXT), ("fingerprint", _NOT_HEX)):
+            if getattr(r, name) is not None:
+                yield f"{at}.{name}", getattr(r, name), rule
+        for j, token in enumerate(r.acl):
+            yield f"{at}.acl[{j}]", token, _NOT_HASH
+    if event.feedback is not None:
+        for i, cited in enumerate(event.feedback.cited):
+            yield f"feedback.cited[{i}]", cited, _NOT_TEXT
 
 
 def _rank(result: Result) -> int:
@@ -228,20 +288,20 @@ def _rank(result: Result) -> int:
 
 
 @lru_cache(maxsize=1 << 16)
-def _epoch(text: str, field: str) -> float:
+def _epoch(text: str) -> float:
     """Parse an RFC 3339 date-time, or a date taken as midnight UTC.
 
     Memoized: a corpus's chunks recur across events with the same dates, and
     parsing is a quarter of decoding otherwise. The memo is bounded.
     """
     if not _DATE.match(text):
-        raise ValueError(f"{field}: not an RFC 3339 date or date-time")
+        raise ValueError("not an RFC 3339 date or date-time")
     try:
         if len(text) == 10:
             return datetime.combine(date.fromisoformat(text), datetime.min.time(), timezone.utc).timestamp()
         return datetime.fromisoformat(text.upper()).timestamp()  # 3.11 refuses "t" and "z"
     except ValueError:
-        raise ValueError(f"{field}: not a valid date") from None
+        raise ValueError("not a valid date") from None
 
 
 def encode(event: Event) -> bytes:

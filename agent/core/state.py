@@ -23,7 +23,7 @@ from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.model import Event
 from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.labels import LabelSet
-from agent.core.tally import Tally, add, total
+from agent.core.tally import Tally, total
 from agent.core.facts import Facts, facts_of
 from agent.core.view import View
 from agent.core.vocabulary import Vocabulary
@@ -56,36 +56,37 @@ class PartitionState:
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
         self.windows = Windows(config)
 
-    def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None,
-               counters: Tally | None = None) -> Facts:
-        """Fold one event in and return its facts.
+    def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> Facts:
+        """Fold one event into its bucket and return its facts.
 
-        `now` is when it was written, if known (see Windows.slot). What the
-        event adds goes into its bucket and, when given, into `counters`: a
-        process-wide tally that only ever grows by whole events, so the
-        counters exported from it never go down by a rounding step.
+        `now` is when it was written, if known (see Windows.slot). What a run
+        of events added is read back with `take_added`.
         """
         facts = facts_of(event)
         target, bookkeeping = self.windows.slot(facts.ts, now)
-        added: Tally = {(bookkeeping,): 1} if bookkeeping else {}
+        if bookkeeping:
+            target[(bookkeeping,)] = target.get((bookkeeping,), 0) + 1
         # New terms are new to the baseline once one is active (the same answer
         # on every partition), to this partition's own history before that.
         vocabulary = self.vocabulary if self.baseline is None else self.baseline.vocabulary
         view = View(facts, self.labels["app"](event.app), self.config, self.labels, vocabulary)
         for observe in OBSERVERS:
-            observe(view, added)
+            observe(view, target)
         if unknown_fields:
-            added[(UNKNOWN_FIELDS.name,)] = unknown_fields
-        add(target, added)
-        if counters is not None:
-            add(counters, added)
+            key = (UNKNOWN_FIELDS.name,)
+            target[key] = target.get(key, 0) + unknown_fields
         return facts
 
-    def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None,
-                counters: Tally | None = None) -> Facts:
+    def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Facts:
         """Decode and ingest one message; raises `RejectedEvent` and changes nothing if bad."""
         decoded = decode(raw, max_bytes)
-        return self.ingest(decoded.event, decoded.unknown_fields, now, counters)
+        return self.ingest(decoded.event, decoded.unknown_fields, now)
+
+    def take_added(self) -> Tally:
+        """What the events ingested since the last call added: whole events
+        only, and never negative where each event added a non-negative amount,
+        so the process-wide counters summed from it never go down."""
+        return self.windows.take_added()
 
     def totals(self) -> Tally:
         return self.windows.totals()

@@ -8,6 +8,12 @@ when they were written are future events: both count in the totals, not in
 any window. Buckets are filled in stream order and folded in minute order, so the
 sums do not depend on how the stream was cut into batches.
 
+Events are written straight into their bucket. What a round of events added
+(the process-wide counters grow by it) is read back by `take_added`, which
+compares each tally the round wrote with a copy taken when the round first
+wrote it: one copy per touched bucket per round, instead of a second write
+of every key of every event.
+
 Summing a day of minute buckets on every snapshot would cost a lot, so hours
 whose buckets are all sealed (older than the lateness allows an event to
 reach) are summed once and remembered. The memo is derived: it is not
@@ -22,7 +28,7 @@ from agent.core.tally import Tally, add, from_items, to_items, total
 
 
 class Windows:
-    __slots__ = ("config", "buckets", "retired", "watermark", "head", "_blocks", "_per_block")
+    __slots__ = ("config", "buckets", "retired", "watermark", "head", "_blocks", "_per_block", "_before")
 
     def __init__(self, config: CoreConfig):
         self.config = config
@@ -32,6 +38,7 @@ class Windows:
         self.head = 0  # the newest bucket index seen
         self._blocks: dict[int, Tally] = {}  # sealed hour -> sum of its buckets
         self._per_block = max(1, 3600 // config.bucket_seconds)
+        self._before: dict[int, tuple[Tally, Tally]] = {}  # id -> (tally, its content when the round began)
 
     def slot(self, ts: float, now: float | None = None) -> tuple[Tally, str | None]:
         """The tally an event at `ts` adds into (its bucket, or `retired`), and
@@ -44,9 +51,9 @@ class Windows:
         """
         watermark = self.watermark
         if watermark is not None and ts < watermark - self.config.lateness_seconds:
-            return self.retired, LATE_EVENTS.name
+            return self._touch(self.retired), LATE_EVENTS.name
         if now is not None and ts > now + self.config.max_future_seconds:
-            return self.retired, FUTURE_EVENTS.name
+            return self._touch(self.retired), FUTURE_EVENTS.name
         mark = ts if now is None or ts <= now else now
         if watermark is None or mark > watermark:
             self.watermark = mark
@@ -58,12 +65,34 @@ class Windows:
         bucket = self.buckets.get(index)
         if bucket is None:
             bucket = self.buckets[index] = {}
-        return bucket, None
+        return self._touch(bucket), None
+
+    def _touch(self, tally: Tally) -> Tally:
+        if id(tally) not in self._before:
+            self._before[id(tally)] = (tally, dict(tally))
+        return tally
+
+    def take_added(self) -> Tally:
+        """What events added since the last call. Each value is one subtraction
+        of two readings of one sum, so it is never negative where every event
+        added a non-negative amount."""
+        out: Tally = {}
+        for tally, before in self._before.values():
+            for key, value in tally.items():
+                delta = value - before.get(key, 0)
+                if delta:
+                    out[key] = out.get(key, 0) + delta
+        self._before.clear()
+        return out
 
     def _retire(self) -> None:
         oldest = self.head - self.config.horizon_buckets + 1
+        retired = self._before.get(id(self.retired))
         for index in sorted(i for i in self.buckets if i < oldest):
-            add(self.retired, self.buckets.pop(index))
+            bucket = self.buckets.pop(index)
+            add(self.retired, bucket)
+            if retired is not None:  # moved, not added: the bucket's own reading counts it
+                add(retired[1], bucket)
         for block in [b for b in self._blocks if b * self._per_block < oldest]:
             del self._blocks[block]
 

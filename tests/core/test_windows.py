@@ -228,6 +228,27 @@ def test_gap_in_time_retires_everything_old():
     assert retrievals(state.totals()) == 6
 
 
+def test_what_a_round_added_counts_each_event_once():
+    """`take_added` returns what the events since the last call added, late
+    events and a gap that retires the round's own buckets included: the rounds
+    sum to the totals."""
+    config = CoreConfig(windows=(("5m", 300),), lateness_seconds=60)
+    state = feed(PartitionState(config), *(ev(T0 + 30 * i) for i in range(6)))
+    rounds = [state.take_added()]
+    assert retrievals(rounds[0]) == 6
+    # One round: a late event (into the retired tally), then a day's gap that
+    # retires every bucket written so far, this round's included.
+    feed(state, ev(T0 + 200), ev(T0 + 10), ev(T0 + 86400), ev(T0 + 86400 + 5))
+    rounds.append(state.take_added())
+    assert retrievals(rounds[1]) == 4 and rounds[1][("late_events",)] == 1
+    assert state.take_added() == {}  # nothing since
+    summed: dict = {}
+    for added in rounds:
+        for key, value in added.items():
+            summed[key] = summed.get(key, 0) + value
+    assert_tallies_equal(summed, state.totals())
+
+
 # --------------------------------------------------------------------------- label bounds
 
 
