@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from agent.cli.common import UsageError
+
 
 def add_parser(commands) -> None:
     demo_ = commands.add_parser("demo", help="embedded broker, live traffic with incidents, and the agent")
@@ -18,6 +20,11 @@ def add_parser(commands) -> None:
 
 
 def demo(args: argparse.Namespace) -> int:
-    from agent.demo import Demo
+    from agent.demo.app import Demo
+    from agent.demo.broker import BrokerMissing, tansu_bin
 
+    try:
+        tansu_bin()  # before anything starts: without the `demo` extra, one line that says what to install
+    except BrokerMissing as exc:
+        raise UsageError(str(exc)) from None
     return Demo(rate=args.rate, port=args.port, minutes=args.minutes, seed=args.seed).run()
