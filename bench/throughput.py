@@ -16,7 +16,8 @@ import time
 
 from kafka import KafkaConsumer, KafkaProducer
 
-from agent.io.embedded import Tansu, wait_until
+from agent.demo.broker import Tansu
+from agent.demo.process import wait_until
 from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.service import build
 from agent.synth import generate

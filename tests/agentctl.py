@@ -24,9 +24,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.core.config import CoreConfig
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
+from agent.demo.process import free_port, wait_until
 from agent.io.broker import written_at
 from agent.io.store import Store
-from agent.io.embedded import free_port, wait_until
 from tests.services import http_get
 
 ROOT = Path(__file__).resolve().parent.parent

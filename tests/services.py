@@ -32,14 +32,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from agent.io.embedded import (  # noqa: F401 - re-exported for tests and bench
+from agent.demo.broker import Tansu, tansu_bin  # noqa: F401 - re-exported for tests and bench
+from agent.demo.process import (  # noqa: F401 - re-exported for tests and bench
     ChildProcess,
     ServiceError,
     StopWaiting,
-    Tansu,
     _port_open,
     free_port,
-    tansu_bin,
     wait_until,
 )
 

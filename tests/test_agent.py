@@ -18,7 +18,7 @@ from agent.core.config import CoreConfig
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.core.summary import summarize
-from agent.io.embedded import wait_until
+from agent.demo.process import wait_until
 from agent.io.store import Store
 from tests.agentctl import (
     AgentProcess,
@@ -269,7 +269,7 @@ def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, gro
 def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin):
     """The broker lost its data (or the topic was recreated): the stored offset
     is beyond the new log. The agent must process the new events, not skip them."""
-    from agent.io.embedded import Tansu
+    from agent.demo.broker import Tansu
 
     url = f"sqlite:///{tmp_path}/s.db"
     port = new_port()

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from agent.io.embedded import _port_open, free_port, wait_until
+from agent.demo.process import _port_open, free_port, wait_until
 from tests.agentctl import ROOT
 from tests.services import http_get
 

@@ -11,7 +11,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 from agent import synth
-from agent.io.embedded import Tansu, wait_until
+from agent.demo.broker import Tansu
+from agent.demo.process import wait_until
 from tests.agentctl import (
     AgentProcess,
     agent_config,

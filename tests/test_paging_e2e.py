@@ -27,7 +27,7 @@ import pytest
 from kafka import KafkaProducer
 
 from agent import synth
-from agent.io.embedded import wait_until
+from agent.demo.process import wait_until
 from tests.agentctl import AgentProcess, agent_config, new_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.prometheus]

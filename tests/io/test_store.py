@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, text
 from agent import synth
 from agent.core.config import CoreConfig
 from agent.core.state import PartitionState
-from agent.io.embedded import free_port
+from agent.demo.process import free_port
 from agent.io.store import Checkpoint, Store, StoreError
 
 GROUP = "ragdrift"

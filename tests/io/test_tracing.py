@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from agent import synth
-from agent.io.embedded import wait_until
+from agent.demo.process import wait_until
 from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.io.store import Store
 from agent.io.tracing import provider, remote_context

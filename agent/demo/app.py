@@ -20,8 +20,8 @@ from agent.core.freshness import STALE_RESULTS
 from agent.core.snapshot import Snapshot
 from agent.core.tally import Counter, Tally
 from agent.core.zero_results import RETRIEVALS, ZERO_RESULTS
+from agent.demo.broker import Tansu
 from agent.io import logs
-from agent.io.embedded import Tansu
 from agent.io.settings import KafkaSettings, LogSettings, MetricsSettings, Settings, StoreSettings
 from agent.service import build
 

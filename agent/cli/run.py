@@ -1,0 +1,49 @@
+"""`ragdrift run` and `ragdrift check-config`: the agent against a real Kafka, and its configuration."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from agent.cli.common import UsageError
+
+
+def add_parser(commands) -> None:
+    run_ = commands.add_parser("run", help="run the agent: consume retrieval.v1 from Kafka and expose metrics")
+    run_.add_argument("--config", metavar="FILE", help="YAML configuration (RAGDRIFT_* variables override it)")
+    run_.set_defaults(handler=run)
+
+    check = commands.add_parser("check-config", help="validate a configuration file and print the result")
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--format", choices=("table", "json"), default="table")
+    check.set_defaults(handler=check_config)
+
+
+def _settings(path: str | None):
+    from agent.io.settings import ConfigError, load
+
+    try:
+        return load(path)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.io import logs
+    from agent.service import serve
+
+    settings = _settings(args.config)
+    logs.setup(settings.logging.format, settings.logging.level)
+    return serve(settings)
+
+
+def check_config(args: argparse.Namespace) -> int:
+    doc = _settings(args.file).redacted()
+    if args.format == "json":
+        print(json.dumps(doc, sort_keys=True))
+    else:
+        print(f"{args.file}: ok")
+        for section, values in doc.items():
+            for key, value in values.items():
+                print(f"  {section}.{key} = {value}")
+    return 0
