@@ -21,6 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
+	$(BIN)/python bench/exposition.py
 	$(BIN)/python bench/throughput.py
 
 clean:

@@ -31,6 +31,7 @@ class Facts:
     ages: list[float]  # days since effective_date, for results in A effective by then
     rank_shifts: list[int]  # |rank - pre_rerank_rank| where the reranker reported one
     parents: dict[str, int]  # results in A per parent_id
+    sources: dict[str, int]  # results in A per source
     duplicate_fingerprints: int  # results in A repeating a better-ranked fingerprint in A
     filter_zero: bool  # filters removed every candidate
 
@@ -51,6 +52,7 @@ def facts_of(event: Event) -> Facts:
     ages: list[float] = []
     shifts: list[int] = []
     parents: dict[str, int] = {}
+    sources: dict[str, int] = {}
     stale_parents: set[str] = set()
     fresh_parents: set[str] = set()
     fingerprints: set[str] = set()
@@ -78,6 +80,7 @@ def facts_of(event: Event) -> Facts:
                 is_stale = True
         parent = r.parent_id
         parents[parent] = parents.get(parent, 0) + 1
+        sources[r.source] = sources.get(r.source, 0) + 1
         if is_stale:
             stale += 1
             stale_parents.add(parent)
@@ -105,6 +108,7 @@ def facts_of(event: Event) -> Facts:
         ages=ages,
         rank_shifts=shifts,
         parents=parents,
+        sources=sources,
         duplicate_fingerprints=duplicates,
         filter_zero=stages is not None and (stages.candidates or 0) > 0 and stages.after_filter == 0,
     )

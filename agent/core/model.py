@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timezone
 from functools import lru_cache
+from operator import attrgetter
 from typing import Annotated, Literal
 
 import msgspec
@@ -76,6 +77,7 @@ _DATE = re.compile(_DATE_PATTERN.removesuffix("$") + r"\Z")
 _PHONE = r"(?=[0-9-]*-)-*(?:[0-9]-*){7,15}"
 _PHONE_TOKEN = re.compile(rf" {_PHONE}(?= )")
 _PHONE_ALONE = re.compile(rf"{_PHONE}\Z")
+_RANK = attrgetter("rank")
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
@@ -174,7 +176,7 @@ class Event(_Strict):
         results = self.results
         if len({r.rank for r in results}) != len(results):
             raise ValueError("results: ranks are not unique")
-        results.sort(key=_rank)
+        results.sort(key=_RANK)
 
 
 def _check(event: Event) -> None:
@@ -281,10 +283,6 @@ def _strings(event: Event):
     if event.feedback is not None:
         for i, cited in enumerate(event.feedback.cited):
             yield f"feedback.cited[{i}]", cited, _NOT_TEXT
-
-
-def _rank(result: Result) -> int:
-    return result.rank
 
 
 @lru_cache(maxsize=1 << 16)

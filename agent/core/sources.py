@@ -17,10 +17,8 @@ def observe(view: View, tally: Tally) -> None:
     if not admitted:
         return
     source_label = view.labels["source"]
-    name = ADMITTED_RESULTS.name
-    for result in admitted:
-        key = (name, app, source_label(result.source))
-        tally[key] = tally.get(key, 0) + 1
+    for source, n in facts.sources.items():
+        inc(tally, (ADMITTED_RESULTS.name, app, source_label(source)), n)
     if facts.duplicate_fingerprints:
         inc(tally, (DUPLICATES.name, app), facts.duplicate_fingerprints)
     ratios = view.config.bucket_set("ratio")

@@ -61,6 +61,11 @@ class Vocabulary:
         self._remember(term)
         return new
 
+    def add_all(self, terms: list[str]) -> int:
+        """Record terms; return how many were new (`add` for each, the memo checked first)."""
+        known = self._known
+        return sum(self.add(term) for term in terms if term not in known)
+
     def _remember(self, term: str) -> None:
         if len(self._known) >= KNOWN_TERMS:
             self._known.clear()

@@ -25,6 +25,9 @@ def has_fast_crc() -> bool:
 
 
 def consumer(settings: KafkaSettings, client_id: str) -> KafkaConsumer:
+    """The group consumer. It never creates the topic it reads (unless
+    `kafka.client` says so): a misspelt topic must not appear on the broker,
+    and a recreated topic must come from its owner, with its own partitions."""
     return KafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
         group_id=settings.group_id,
@@ -34,7 +37,7 @@ def consumer(settings: KafkaSettings, client_id: str) -> KafkaConsumer:
         max_poll_records=settings.max_poll_records,
         session_timeout_ms=settings.session_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
-        **settings.client,
+        **{"allow_auto_create_topics": False, **settings.client},
     )
 
 
