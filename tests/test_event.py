@@ -488,6 +488,22 @@ def test_free_text_rejects_control_characters(field, text):
     assert reason_of(raw(doc)) == f"invalid_field:results[0].{field}"
 
 
+@pytest.mark.parametrize("byte", [bytes([c]) for c in range(0x20)] + [b"\xed\xa0\x80", b"\xed\xbf\xbf"])
+def test_the_parser_refuses_control_and_surrogate_bytes_in_strings(byte):
+    """The decoder skips the free-text rule for a message with no backslash
+    and no DEL byte: that holds only while raw control characters and
+    surrogates stay invalid JSON."""
+    message = raw(BASE).replace(b'"source": "wiki"', b'"source": "wi' + byte + b'ki"', 1)
+    assert b"\\" not in message
+    assert reason_of(message) == "invalid_json"
+
+
+def test_the_text_rule_runs_whatever_else_the_message_escapes():
+    doc = make(results=[{**BASE["results"][0], "source": "del\x7f"}, {**BASE["results"][1], "authority": "a\nb"}])
+    assert reason_of(raw(doc)) == "invalid_field:results[0].source"
+    assert reason_of(raw(doc).replace(b"\x7f", b"\\u007f")) == "invalid_field:results[0].source"
+
+
 @pytest.mark.parametrize("escape", [b"\\ud800", b"\\udfff", b"a\\udc00\\ud83d", b"\\ud83dx"])
 @pytest.mark.parametrize("field", ["source", "x_note"])
 def test_lone_surrogate_escapes_are_invalid_json(field, escape):

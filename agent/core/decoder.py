@@ -12,7 +12,7 @@ import re
 
 import msgspec
 
-from agent.core.model import SCHEMA, Event, Feedback, Filter, Pipeline, Principal, Query, Result, Stages
+from agent.core.model import SCHEMA, Event, Feedback, Filter, Pipeline, Principal, Query, Result, Stages, check_text
 from agent.core.privacy import privacy_violation, raw_suspect
 from agent.core.reasons import (
     INVALID_FIELD,
@@ -43,10 +43,21 @@ def decode(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Decoded:
     if len(raw) > max_bytes:
         raise RejectedEvent(TOO_LARGE, f"{len(raw)} bytes > {max_bytes}")
     try:
-        return Decoded(_STRICT.decode(raw))
-    except (msgspec.ValidationError, msgspec.DecodeError):
+        event = _STRICT.decode(raw)
+        if not _plain(raw):
+            check_text(event)
+        return Decoded(event)
+    except ValueError:  # msgspec's decode and validation errors, and the text rule's
         pass
     return _decode_slow(raw)
+
+
+def _plain(raw: bytes) -> bool:
+    """No string in the message can break the free-text rule. JSON writes a
+    control character or a lone surrogate in a string only as an escape, and
+    the strict parser refuses them as raw bytes (tests/test_event.py holds it
+    to that), so without a backslash or a DEL byte there is nothing to find."""
+    return b"\\" not in raw and b"\x7f" not in raw
 
 
 def _decode_slow(raw: bytes) -> Decoded:
@@ -67,9 +78,11 @@ def _decode_slow(raw: bytes) -> Decoded:
         raise RejectedEvent(f"{INVALID_FIELD}:schema", "missing or not a string")
     unknown = _strip_unknown(doc, Event)
     try:
-        return Decoded(msgspec.convert(doc, Event), unknown)
-    except msgspec.ValidationError as exc:
+        event = msgspec.convert(doc, Event)
+        check_text(event)
+    except ValueError as exc:  # msgspec's ValidationError, and the text rule's
         raise RejectedEvent(f"{INVALID_FIELD}:{_path(str(exc))}", str(exc)) from None
+    return Decoded(event, unknown)
 
 
 def _path(message: str) -> str:

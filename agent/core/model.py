@@ -7,6 +7,11 @@ rules. The event checks all of its strings in a handful of regex searches
 over joined text (one per rule), not one call per struct or per string: that
 was most of the decoding time. Only when a search finds something does it walk
 the fields, in document order, to name the first offender.
+
+The rule for free text (no control characters, DEL or lone surrogates) is the
+exception: `check_text` runs it, and the decoder skips it for a message whose
+bytes hold no backslash and no DEL, since JSON can carry the others only as
+escapes.
 """
 
 from __future__ import annotations
@@ -175,27 +180,23 @@ class Event(_Strict):
         _check(self)
         results = self.results
         if len({r.rank for r in results}) != len(results):
+            check_text(self)  # a character error comes first, as in document order
             raise ValueError("results: ranks are not unique")
         results.sort(key=_RANK)
 
 
 def _check(event: Event) -> None:
-    """Every character rule of the event, one search per rule over joined text.
+    """Every character rule of the event but the free-text one (`check_text`),
+    one search per rule over joined text.
 
     A search that finds something hands over to `_offender`, which names the
     field; dates are parsed (memoized) as they are checked.
     """
     query, principal, results = event.query, event.principal, event.results
     hashes = [query.id, *query.terms, *principal.groups]
-    text = [principal.tenant]
     hexes = []
     dates = []
     for r in results:
-        text += (r.chunk_id, r.parent_id, r.source)
-        if r.authority is not None:
-            text.append(r.authority)
-        if r.tenant is not None:
-            text.append(r.tenant)
         if r.acl:
             hashes += r.acl
         if r.fingerprint is not None:
@@ -207,26 +208,38 @@ def _check(event: Event) -> None:
     labels = event.event_id + "".join([f.name for f in event.filters])
     if query.type is not None:
         labels += query.type
-    pipeline, feedback = event.pipeline, event.feedback
-    if pipeline is not None:
-        text += (pipeline.version or "", pipeline.retriever or "", pipeline.reranker or "", pipeline.embedding_model or "")
-    if feedback is not None:
-        text += feedback.cited
     try:
         for text_date in dates:
             _epoch(text_date)
     except ValueError:
         _offender(event)
-    text = "".join(text)
     if (
-        not (text.isprintable() or not _NOT_TEXT.search(text))  # printable: the common case, found fast
-        or _NOT_HASH.search("".join(hashes))
+        _NOT_HASH.search("".join(hashes))
         or _PHONE_TOKEN.search(f" {' '.join(hashes)} ")
         or _NOT_LABEL.search(labels)
         or _NOT_APP.search(event.app)
         or (hexes and _NOT_HEX.search("".join(hexes)))
         or (query.language is not None and not _LANGUAGE.match(query.language))
     ):
+        _offender(event)
+
+
+def check_text(event: Event) -> None:
+    """The free-text rule over every free-text field at once; raises like `_check`."""
+    principal, pipeline, feedback = event.principal, event.pipeline, event.feedback
+    text = [principal.tenant]
+    for r in event.results:
+        text += (r.chunk_id, r.parent_id, r.source)
+        if r.authority is not None:
+            text.append(r.authority)
+        if r.tenant is not None:
+            text.append(r.tenant)
+    if pipeline is not None:
+        text += (pipeline.version or "", pipeline.retriever or "", pipeline.reranker or "", pipeline.embedding_model or "")
+    if feedback is not None:
+        text += feedback.cited
+    text = "".join(text)
+    if not (text.isprintable() or not _NOT_TEXT.search(text)):  # printable: the common case, found fast
         _offender(event)
 
 
