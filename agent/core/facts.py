@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.core.model import Event, Result
+from agent.core.model import Event, Result, epoch
 
 STALE_STATUSES = frozenset(("superseded", "draft", "tombstoned"))
 DAY = 86400.0
@@ -57,22 +57,25 @@ def facts_of(event: Event) -> Facts:
     fresh_parents: set[str] = set()
     fingerprints: set[str] = set()
     for r in results:
-        if r.tenant is not None and r.tenant != tenant:
+        result_tenant = r.tenant
+        if result_tenant is not None and result_tenant != tenant:
             unauthorized += 1
         elif r.acl:
             if groups is None:
                 groups = set(principal.groups)
             if groups.isdisjoint(r.acl):
                 unauthorized += 1
-        if r.pre_rerank_rank is not None:
-            shifts.append(abs(r.rank - r.pre_rerank_rank))
-        if not (r.rank <= cutoff if r.packed is None else r.packed):
+        before = r.pre_rerank_rank
+        if before is not None:
+            shifts.append(abs(r.rank - before))
+        packed = r.packed
+        if not (r.rank <= cutoff if packed is None else packed):
             continue
         admitted.append(r)
         score_sum += r.score
-        is_stale = r.status in STALE_STATUSES or (r.expires_at is not None and r.expires_ts <= ts)
+        is_stale = r.status in STALE_STATUSES or (r.expires_at is not None and epoch(r.expires_at) <= ts)
         if r.effective_date is not None:
-            effective = r.effective_ts
+            effective = epoch(r.effective_date)
             if effective <= ts:
                 ages.append((ts - effective) / DAY)
             else:
@@ -80,14 +83,16 @@ def facts_of(event: Event) -> Facts:
                 is_stale = True
         parent = r.parent_id
         parents[parent] = parents.get(parent, 0) + 1
-        sources[r.source] = sources.get(r.source, 0) + 1
+        source = r.source
+        sources[source] = sources.get(source, 0) + 1
         if is_stale:
             stale += 1
             stale_parents.add(parent)
         else:
             fresh_parents.add(parent)
-        if r.fingerprint is not None:
-            fingerprint = r.fingerprint.lower()
+        fingerprint = r.fingerprint
+        if fingerprint is not None:
+            fingerprint = fingerprint.lower()
             if fingerprint in fingerprints:
                 duplicates += 1
             else:

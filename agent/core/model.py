@@ -57,7 +57,7 @@ ShortText = Annotated[str, _characters(_TEXT_CHARS, 1, 128)]
 # Bounded so that sums over a partition's lifetime stay finite.
 Score = Annotated[float, msgspec.Meta(ge=-1e12, le=1e12)]
 Fingerprint = Annotated[str, _characters("[0-9a-fA-F]", 1, 128)]
-DateText = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": _DATE_PATTERN})]  # checked in _epoch
+DateText = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": _DATE_PATTERN})]  # checked in epoch
 # Integers fit in 32 bits, so that sums over a partition's lifetime fit the
 # 64-bit integers of every checkpoint format.
 MAX_INT = 2**31 - 1
@@ -152,11 +152,11 @@ class Result(_Strict, frozen=True):
     @property
     def effective_ts(self) -> float | None:
         """`effective_date` in epoch seconds (validated when the event was built)."""
-        return None if self.effective_date is None else _epoch(self.effective_date)
+        return None if self.effective_date is None else epoch(self.effective_date)
 
     @property
     def expires_ts(self) -> float | None:
-        return None if self.expires_at is None else _epoch(self.expires_at)
+        return None if self.expires_at is None else epoch(self.expires_at)
 
 
 class Event(_Strict):
@@ -210,7 +210,7 @@ def _check(event: Event) -> None:
         labels += query.type
     try:
         for text_date in dates:
-            _epoch(text_date)
+            epoch(text_date)
     except ValueError:
         _offender(event)
     if (
@@ -248,7 +248,7 @@ def _offender(event: Event) -> None:
     for path, value, rule in _strings(event):
         if rule is _DATE:
             try:
-                _epoch(value)
+                epoch(value)
             except ValueError as exc:
                 raise ValueError(f"{path}: {exc}") from None
         elif rule is _LANGUAGE:
@@ -299,7 +299,7 @@ def _strings(event: Event):
 
 
 @lru_cache(maxsize=1 << 16)
-def _epoch(text: str) -> float:
+def epoch(text: str) -> float:
     """Parse an RFC 3339 date-time, or a date taken as midnight UTC.
 
     Memoized: a corpus's chunks recur across events with the same dates, and
