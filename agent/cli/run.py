@@ -19,7 +19,8 @@ def add_parser(commands) -> None:
     check.set_defaults(handler=check_config)
 
 
-def _settings(path: str | None):
+def settings_from(path: str | None):
+    """The settings from a file (and the environment), or a usage error naming the key."""
     from agent.io.settings import ConfigError, load
 
     try:
@@ -32,13 +33,13 @@ def run(args: argparse.Namespace) -> int:
     from agent.io import logs
     from agent.service import serve
 
-    settings = _settings(args.config)
+    settings = settings_from(args.config)
     logs.setup(settings.logging.format, settings.logging.level)
     return serve(settings)
 
 
 def check_config(args: argparse.Namespace) -> int:
-    doc = _settings(args.file).redacted()
+    doc = settings_from(args.file).redacted()
     if args.format == "json":
         print(json.dumps(doc, sort_keys=True))
     else:

@@ -13,7 +13,7 @@ METRICS = (UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS, UNAUTHORIZED_RISK)
 def observe(view: View, tally: Tally) -> None:
     facts, app = view.facts, view.app
     if facts.unauthorized:
-        inc(tally, (UNAUTHORIZED_RESULTS.name, app), facts.unauthorized)
+        inc(tally, (UNAUTHORIZED_RESULTS.name, app), len(facts.unauthorized))
         inc(tally, (UNAUTHORIZED_RETRIEVALS.name, app))
     if facts.unauthorized_risk:
         inc(tally, (UNAUTHORIZED_RISK.name, app))

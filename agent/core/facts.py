@@ -23,7 +23,7 @@ class Facts:
     admitted_score: float | None  # mean score over A
     top1: float | None  # score of the best-ranked result
     gap: float | None  # top-1 minus top-2 score
-    unauthorized: int  # results, admitted or not, outside the principal's tenant or groups
+    unauthorized: list[Result]  # results, admitted or not, outside the principal's tenant or groups
     unauthorized_risk: bool  # results served while identity claims were missing
     stale: int  # stale results in A
     stale_conflict: bool  # A holds a stale and a non-stale result of one parent
@@ -48,7 +48,8 @@ def facts_of(event: Event) -> Facts:
     cutoff = event.cutoff_k
     admitted: list[Result] = []
     score_sum = 0.0
-    unauthorized = stale = not_yet = duplicates = 0
+    stale = not_yet = duplicates = 0
+    unauthorized: list[Result] = []
     ages: list[float] = []
     shifts: list[int] = []
     parents: dict[str, int] = {}
@@ -59,12 +60,12 @@ def facts_of(event: Event) -> Facts:
     for r in results:
         result_tenant = r.tenant
         if result_tenant is not None and result_tenant != tenant:
-            unauthorized += 1
+            unauthorized.append(r)
         elif r.acl:
             if groups is None:
                 groups = set(principal.groups)
             if groups.isdisjoint(r.acl):
-                unauthorized += 1
+                unauthorized.append(r)
         before = r.pre_rerank_rank
         if before is not None:
             shifts.append(abs(r.rank - before))

@@ -1,0 +1,114 @@
+"""A weekly judgment batch: what judges see, and the private key behind it.
+
+Pure: the candidates of one week in, three plain documents out. Judges see
+items (a query and the chunks that entered its context) in a shuffled order,
+each item's chunks shuffled too, with no score, rank, pipeline, app or
+stratum: nothing that tells them which system produced what. The key maps
+every blinded item and chunk back to its event, rank, score and sampling
+weight; it stays with the team. The same candidates and configuration give
+the same batch, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from agent.core.sampling import Candidate, Selection, in_holdout, select
+
+FORMAT = "ragdrift.batch.v1"
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    budgets: Mapping[str, int]  # K per stratum
+    default_budget: int  # K of a stratum with no budget of its own
+    holdout_share: float = 0.10  # of query ids, sealed away from regression sets
+    double_judged_share: float = 0.10  # of items, judged by two people for agreement
+    salt: str = ""
+    configuration: Mapping[str, object] | None = None  # recorded in the manifest as is
+    baseline: str | None = None  # the active baseline's version
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: str
+    manifest: dict
+    items: list[dict]  # blinded, for judges
+    key: list[dict]  # private: blinded ids back to events, ranks, scores and weights
+    regression: list[dict]  # judged queries a regression set may use: never a holdout query
+
+
+def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Batch:
+    """The batch of `week` from every replica's candidates of that week."""
+    by_stratum: dict[str, list[Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        if candidate.week == week:
+            by_stratum[candidate.stratum].append(candidate)
+    selections: dict[str, Selection] = {
+        stratum: select(found, config.budgets.get(stratum, config.default_budget))
+        for stratum, found in sorted(by_stratum.items())
+    }
+    batch_id = f"{week}-{_digest(week, config.salt, *sorted(c.event_id for s in selections.values() for c in s.items))[:8]}"
+    rng = random.Random(batch_id)  # the recorded seed: the batch id
+    chosen = [(stratum, c) for stratum, s in selections.items() for c in s.items]
+    rng.shuffle(chosen)
+    items, key, regression = [], [], []
+    for n, (stratum, c) in enumerate(chosen, 1):
+        item = f"{batch_id}-{n:04d}"
+        order = list(range(len(c.results)))
+        rng.shuffle(order)
+        double = _share(config.salt, "double", batch_id, item) < config.double_judged_share
+        holdout = in_holdout(c.query_id, config.holdout_share, config.salt)
+        tau = selections[stratum].tau
+        items.append({
+            "item": item,
+            "judges": 2 if double else 1,
+            "query": {"id": c.query_id, "text": None},
+            "chunks": [{"chunk": f"{item}-{j}", "chunk_id": c.results[i][0], "text": None}
+                       for j, i in enumerate(order, 1)],
+        })
+        key.append({
+            "item": item, "event_id": c.event_id, "ts": c.ts, "week": week, "stratum": stratum,
+            "app": c.app, "query_id": c.query_id, "query_type": c.query_type, "language": c.language,
+            "pipeline_version": c.pipeline_version, "cutoff_k": c.cutoff_k,
+            "w": c.w, "u": c.u, "priority": c.priority, "tau": tau, "weight": max(c.w, tau) / c.w,
+            "signals": list(c.signals), "holdout": holdout, "judges": 2 if double else 1,
+            "chunks": [{"chunk": f"{item}-{j}", "chunk_id": c.results[i][0], "parent_id": c.results[i][1],
+                        "source": c.results[i][2], "rank": c.results[i][3], "score": c.results[i][4]}
+                       for j, i in enumerate(order, 1)],
+        })
+        if not holdout:
+            regression.append({"item": item, "query_id": c.query_id, "chunk_ids": [r[0] for r in c.results]})
+    manifest = {
+        "format": FORMAT,
+        "batch_id": batch_id,
+        "week": week,
+        "seed": batch_id,
+        "strata": {
+            stratum: {"k": config.budgets.get(stratum, config.default_budget), "tau": s.tau,
+                      "candidates": len(by_stratum[stratum]), "items": len(s.items)}
+            for stratum, s in selections.items()
+        },
+        "counts": {
+            "items": len(items),
+            "chunks": sum(len(i["chunks"]) for i in items),
+            "double_judged": sum(i["judges"] == 2 for i in items),
+            "holdout": sum(k["holdout"] for k in key),
+        },
+        "configuration": dict(config.configuration or {}),
+        "baseline": config.baseline,
+    }
+    return Batch(batch_id, manifest, items, key, regression)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
+
+
+def _share(*parts: str) -> float:
+    """A uniform draw in [0, 1) fixed by its parts."""
+    return int(_digest(*parts)[:13], 16) / 16**13

@@ -1,0 +1,132 @@
+"""The weekly judgment batch inside `ragdrift run`, on an APScheduler 3 cron trigger.
+
+Every replica schedules the job; the job itself makes sure one batch is built
+per week (agent/jobs/batch.py). Misfires (the agent was down at 06:00) are
+coalesced into one run as soon as it is back, within a day's grace. A second
+job reads the queues' figures from the store every minute, for the metrics
+(`JudgmentCollector`): they are the same on every replica, since every
+replica reads the one store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from sqlalchemy.exc import SQLAlchemyError
+
+from agent.core.labels import OTHER
+from agent.core.sampling import iso_week
+from agent.io.queue import Queue
+from agent.io.settings import Settings
+
+log = logging.getLogger("ragdrift.batch")
+REFRESH_SECONDS = 60.0
+GRACE_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class JudgmentStatus:
+    candidates: dict[str, int] = field(default_factory=dict)  # this week's, per stratum, all replicas
+    security_queue: int | None = None
+    last_batch: float | None = None
+    last_batch_items: int | None = None
+    failures: int = 0
+
+
+class Judging:
+    """The scheduler and the latest figures it read."""
+
+    def __init__(self, settings: Settings, queue: Queue, top_n: int):
+        self.settings = settings
+        self.queue = queue
+        self.top_n = top_n
+        self.status = JudgmentStatus()
+        self.failures = 0
+        self.scheduler = BackgroundScheduler(
+            timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": GRACE_SECONDS})
+        self.scheduler.add_job(self.weekly, CronTrigger.from_crontab(settings.judgment.schedule, timezone="UTC"),
+                               id="weekly-batch")
+        self.scheduler.add_job(self.refresh, "interval", seconds=REFRESH_SECONDS, id="judgment-status")
+
+    def start(self) -> Judging:
+        self.scheduler.start()
+        self.scheduler.add_job(self.refresh, id="judgment-status-now")  # once, at start
+        return self
+
+    def stop(self) -> None:
+        self.scheduler.shutdown(wait=False)
+
+    def weekly(self) -> None:
+        from agent.jobs import batch
+
+        try:
+            batch.weekly(self.settings, self.queue)
+        except Exception:  # the agent keeps running; the alert on a missing batch tells
+            self.failures += 1
+            log.exception("weekly judgment batch failed")
+        self.refresh()
+
+    def refresh(self) -> None:
+        group = self.settings.kafka.group_id
+        try:
+            counts = self.queue.candidate_counts(group, iso_week(time.time()))
+            last = self.queue.last_batch(group)
+            security = self.queue.security_size(group)
+        except SQLAlchemyError as exc:
+            log.warning("cannot read the judgment queue's figures", extra={"error": str(exc)})
+            return
+        self.status = JudgmentStatus(
+            candidates=_top(counts, self.top_n), security_queue=security,
+            last_batch=None if last is None else last["built_at"],
+            last_batch_items=None if last is None else last["items"], failures=self.failures,
+        )
+
+
+def _top(counts: dict[str, int], n: int) -> dict[str, int]:
+    """The n largest strata by count, the rest summed as `other` (bounded labels)."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    top = dict(ranked[:n])
+    rest = sum(v for _, v in ranked[n:])
+    if rest:
+        top[OTHER] = top.get(OTHER, 0) + rest
+    return top
+
+
+class JudgmentCollector:
+    """The judgment and security queues, as the store holds them for all replicas."""
+
+    def __init__(self, judging: Judging):
+        self.judging = judging
+
+    def describe(self) -> Iterator[Metric]:
+        return self._render(JudgmentStatus(security_queue=0, last_batch=0.0, last_batch_items=0))
+
+    def collect(self) -> Iterator[Metric]:
+        return self._render(self.judging.status)
+
+    def _render(self, status: JudgmentStatus) -> Iterator[Metric]:
+        candidates = GaugeMetricFamily("ragdrift_judgment_candidates",
+                                       "Judgment candidates of the current ISO week in the store, per stratum.",
+                                       labels=["stratum"])
+        for stratum, n in sorted(status.candidates.items()):
+            candidates.add_metric([stratum], n)
+        yield candidates
+        if status.security_queue is not None:
+            yield GaugeMetricFamily("ragdrift_security_queue_events",
+                                    "Events in the security review queue (unauthorized results).",
+                                    value=status.security_queue)
+        if status.last_batch is not None:
+            yield GaugeMetricFamily("ragdrift_judgment_batch_last_timestamp_seconds",
+                                    "When the newest judgment batch was built.", value=status.last_batch)
+            yield GaugeMetricFamily("ragdrift_judgment_batch_last_items", "Items in the newest judgment batch.",
+                                    value=status.last_batch_items)
+        failures = CounterMetricFamily("ragdrift_judgment_batch_failures",
+                                       "Scheduled judgment batches that failed on this replica.")
+        failures.add_metric([], status.failures)
+        yield failures

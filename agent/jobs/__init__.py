@@ -1,0 +1,1 @@
+"""Use cases that compose the core and the adapters."""
