@@ -228,9 +228,10 @@ class Sampler:
                     reservoir = sampler._weeks[week][stratum] = _Reservoir(budgets.k_for(stratum) + 1)
                     for candidate in (msgspec.convert(row, Candidate) for row in rows):
                         check(candidate)
-                        _, _, out = reservoir.offer(candidate)
-                        if out is not None:
-                            sampler._record((week, stratum, out), None, held=True)
+                        kept, _, out = reservoir.offer(candidate)
+                        for gone in (out, None if kept else candidate.event_id):
+                            if gone is not None:
+                                sampler._record((week, stratum, gone), None, held=True)
         except (KeyError, TypeError, ValueError, msgspec.ValidationError) as exc:
             raise ValueError(f"damaged sampler state: {exc!r}") from None
         return sampler
