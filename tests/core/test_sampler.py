@@ -15,8 +15,18 @@ from hypothesis import strategies as st
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
 from agent.core.sampling import (
-    OTHER, UNIFORM, Budgets, Candidate, RiskConfig, Sampler, Selection, assess, candidates_of,
-    select, strata_for, uniform,
+    OTHER,
+    UNIFORM,
+    Budgets,
+    Candidate,
+    RiskConfig,
+    Sampler,
+    Selection,
+    assess,
+    candidates_of,
+    select,
+    strata_for,
+    uniform,
 )  # fmt: skip
 from tests.core.test_properties import FAST
 

@@ -5,7 +5,7 @@ estimates in test_sampling_estimate.py."""
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -14,9 +14,27 @@ from hypothesis import given
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
 from agent.core.sampling import (
-    CORRECTION, FILTER_ZERO, LOW_TOP1, NEW_TERMS, RARE_SLICE, REPHRASED, RERANK_DISAGREEMENT, SIGNALS,
-    SMALL_GAP, STALE, THUMBS_DOWN, UNAUTHORIZED, ZERO_RESULT, Reference, RiskConfig, assess, in_holdout,
-    iso_week, shift_week, uniform, week_bounds,
+    CORRECTION,
+    FILTER_ZERO,
+    LOW_TOP1,
+    NEW_TERMS,
+    RARE_SLICE,
+    REPHRASED,
+    RERANK_DISAGREEMENT,
+    SIGNALS,
+    SMALL_GAP,
+    STALE,
+    THUMBS_DOWN,
+    UNAUTHORIZED,
+    ZERO_RESULT,
+    Reference,
+    RiskConfig,
+    assess,
+    in_holdout,
+    iso_week,
+    shift_week,
+    uniform,
+    week_bounds,
 )  # fmt: skip
 from agent.core.sampling.priority import _unit
 from tests.core.test_properties import FAST, events
@@ -145,7 +163,7 @@ def test_weight_is_one_plus_the_fired_weights_in_a_fixed_order(doc):
 
 
 def at(text: str) -> float:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
 @pytest.mark.parametrize(
@@ -165,7 +183,7 @@ def test_iso_week_of_the_utc_date(moment, week):
     start, end = week_bounds(week)
     assert start <= at(moment) < end and end - start == 7 * 86400
     assert iso_week(start) == iso_week(end - 1) == week != iso_week(end)
-    assert datetime.fromtimestamp(start, timezone.utc).strftime("%a %H:%M:%S") == "Mon 00:00:00"
+    assert datetime.fromtimestamp(start, UTC).strftime("%a %H:%M:%S") == "Mon 00:00:00"
 
 
 def test_iso_week_uses_utc_not_the_offset_of_the_event():

@@ -13,8 +13,21 @@ from agent.core.sampling.candidate import (
     strata_for,
     stratum_key,
 )
-from agent.core.sampling.estimate import Estimate, estimate, estimate_total, ht_weight, variance
-from agent.core.sampling.priority import HOLDOUT_SHARE, in_holdout, iso_week, shift_week, uniform, week_bounds
+from agent.core.sampling.estimate import (
+    Estimate,
+    estimate,
+    estimate_total,
+    ht_weight,
+    variance,
+)
+from agent.core.sampling.priority import (
+    HOLDOUT_SHARE,
+    in_holdout,
+    iso_week,
+    shift_week,
+    uniform,
+    week_bounds,
+)
 from agent.core.sampling.risk import (
     CORRECTION,
     DEFAULT_WEIGHTS,
@@ -35,7 +48,13 @@ from agent.core.sampling.risk import (
     RiskConfig,
     assess,
 )
-from agent.core.sampling.sampler import SAMPLER_VERSION, Budgets, Changes, RowKey, Sampler
+from agent.core.sampling.sampler import (
+    SAMPLER_VERSION,
+    Budgets,
+    Changes,
+    RowKey,
+    Sampler,
+)
 
 __all__ = [
     "CORRECTION", "DEFAULT_WEIGHTS", "FILTER_ZERO", "HOLDOUT_SHARE", "LOW_TOP1", "NEW_TERMS", "OTHER",

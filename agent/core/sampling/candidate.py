@@ -79,11 +79,22 @@ def candidates_of(facts: Facts, risk: Risk, salt: str = "") -> tuple[Candidate, 
     version = event.pipeline.version if event.pipeline is not None else None
     return tuple(
         Candidate(
-            event_id=event.event_id, ts=facts.ts, week=week, stratum=stratum, app=event.app,
-            query_id=query.id, query_type=query.type or UNKNOWN, language=language,
-            cutoff_k=event.cutoff_k, pipeline_version=version, results=results,
-            w=w, u=u, priority=w / u, signals=risk.signals,
-        )  # fmt: skip
+            event_id=event.event_id,
+            ts=facts.ts,
+            week=week,
+            stratum=stratum,
+            app=event.app,
+            query_id=query.id,
+            query_type=query.type or UNKNOWN,
+            language=language,
+            cutoff_k=event.cutoff_k,
+            pipeline_version=version,
+            results=results,
+            w=w,
+            u=u,
+            priority=w / u,
+            signals=risk.signals,
+        )
         for stratum, w in strata_for(event.app, query.type, risk.weight)
     )
 

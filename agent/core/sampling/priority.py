@@ -14,7 +14,7 @@ event ids cannot steer them into or out of the sample.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from hashlib import blake2b
 
 HOLDOUT_SHARE = 0.10  # DESIGN.md: default share of sampled queries held out
@@ -28,7 +28,7 @@ _WEEK_TEXT = re.compile(r"(\d{4})-W(\d{2})\Z")
 
 def iso_week(ts: float) -> str:
     """ISO 8601 week of the UTC date of `ts`, as "2026-W48"."""
-    year, week, _ = datetime.fromtimestamp(ts, timezone.utc).isocalendar()
+    year, week, _ = datetime.fromtimestamp(ts, UTC).isocalendar()
     return f"{year:04d}-W{week:02d}"
 
 
@@ -37,7 +37,7 @@ def _monday(week: str) -> datetime:
     if not match:
         raise ValueError(f"not an ISO week: {week!r}")
     year, number = int(match[1]), int(match[2])
-    return datetime.fromisocalendar(year, number, 1).replace(tzinfo=timezone.utc)  # ValueError if no such week
+    return datetime.fromisocalendar(year, number, 1).replace(tzinfo=UTC)  # ValueError if no such week
 
 
 def week_bounds(week: str) -> tuple[float, float]:

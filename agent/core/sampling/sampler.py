@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from agent.core.sampling.candidate import OTHER, UNIFORM, Candidate, check, select, Selection
+from agent.core.sampling.candidate import (
+    OTHER,
+    UNIFORM,
+    Candidate,
+    Selection,
+    check,
+    select,
+)
 from agent.core.sampling.priority import shift_week
 
 SAMPLER_VERSION = 1
@@ -102,7 +109,7 @@ class _Reservoir:
 
 
 class Sampler:
-    __slots__ = ("budgets", "refused", "_weeks", "_range", "_changes")
+    __slots__ = ("_changes", "_range", "_weeks", "budgets", "refused")
 
     def __init__(self, budgets: Budgets = Budgets()):
         self.budgets = budgets
@@ -125,11 +132,10 @@ class Sampler:
             strata = self._weeks[week] = {}
         stratum = candidate.stratum
         reservoir = strata.get(stratum)
-        if reservoir is None and stratum not in (UNIFORM, OTHER):
-            if len(strata) - (UNIFORM in strata) - (OTHER in strata) >= self.budgets.max_strata:
-                stratum = OTHER
-                candidate = msgspec.structs.replace(candidate, stratum=OTHER)
-                reservoir = strata.get(OTHER)
+        if reservoir is None and stratum not in (UNIFORM, OTHER) and self._full(strata):
+            stratum = OTHER
+            candidate = msgspec.structs.replace(candidate, stratum=OTHER)
+            reservoir = strata.get(OTHER)
         if reservoir is None:
             reservoir = strata[stratum] = _Reservoir(self.budgets.k_for(stratum) + 1)
         kept, change, out = reservoir.offer(candidate)
@@ -138,6 +144,10 @@ class Sampler:
         if change is not None:
             self._record((week, stratum, candidate.event_id), candidate, held=change == RAISED)
         return kept
+
+    def _full(self, strata: dict[str, _Reservoir]) -> bool:
+        """Whether a week holds `max_strata` risk strata (other and uniform aside)."""
+        return len(strata) - (UNIFORM in strata) - (OTHER in strata) >= self.budgets.max_strata
 
     def _refuse(self, reason: str) -> bool:
         self.refused[reason] = self.refused.get(reason, 0) + 1
