@@ -77,6 +77,9 @@ def test_candidates_of_an_event():
     assert risky.results == (("c1", "p", "wiki", 1, 1.0), ("c2", "p", "wiki", 2, 0.5))  # admitted, rank order
     assert (risky.week, risky.language, risky.pipeline_version, risky.signals) == (WEEK, "en-us", "v3", ("thumbs_down",))
     assert strata_for("app", None, 2.5) == (("app|unknown", 2.5), (UNIFORM, 1.0))
+    bounded = candidates_of(f, risk, salt="s", stratum="app|other")
+    assert [(c.stratum, c.w) for c in bounded] == [("app|other", 4.0), (UNIFORM, 1.0)]
+    assert bounded[0].query_type == "lexical"  # the record keeps the event's own type
 
 
 def test_offer_refuses_a_candidate_the_estimator_cannot_use():

@@ -68,8 +68,10 @@ def strata_for(app: str, query_type: str | None, w: float) -> tuple[tuple[str, f
     return ((stratum_key(app, query_type), w), (UNIFORM, 1.0))
 
 
-def candidates_of(facts: Facts, risk: Risk, salt: str = "") -> tuple[Candidate, ...]:
-    """The event's candidates, one per stratum of `strata_for`."""
+def candidates_of(facts: Facts, risk: Risk, salt: str = "", stratum: str | None = None) -> tuple[Candidate, ...]:
+    """The event's candidates, one per stratum of `strata_for`. `stratum`
+    replaces the risk stratum's key, e.g. one built from bounded label values
+    (`stratum_key(labels["app"](app), labels["query_type"](query_type))`)."""
     event = facts.event
     query = event.query
     week = iso_week(facts.ts)
@@ -77,12 +79,15 @@ def candidates_of(facts: Facts, risk: Risk, salt: str = "") -> tuple[Candidate, 
     results = tuple((r.chunk_id, r.parent_id, r.source, r.rank, r.score) for r in facts.admitted)
     language = query.language.lower() if query.language else UNKNOWN
     version = event.pipeline.version if event.pipeline is not None else None
+    strata = strata_for(event.app, query.type, risk.weight)
+    if stratum is not None:
+        strata = tuple((stratum if key != UNIFORM else key, w) for key, w in strata)
     return tuple(
         Candidate(
             event_id=event.event_id,
             ts=facts.ts,
             week=week,
-            stratum=stratum,
+            stratum=key,
             app=event.app,
             query_id=query.id,
             query_type=query.type or UNKNOWN,
@@ -95,7 +100,7 @@ def candidates_of(facts: Facts, risk: Risk, salt: str = "") -> tuple[Candidate, 
             priority=w / u,
             signals=risk.signals,
         )
-        for stratum, w in strata_for(event.app, query.type, risk.weight)
+        for key, w in strata
     )
 
 

@@ -113,7 +113,7 @@ class Sampler:
 
     def __init__(self, budgets: Budgets = Budgets()):
         self.budgets = budgets
-        self.refused: dict[str, int] = {}  # offers refused, by reason: late, early, weeks_full
+        self.refused: dict[str, int] = {}  # candidates (not events) refused, by reason: late, early, weeks_full
         self._weeks: dict[str, dict[str, _Reservoir]] = {}
         self._range: tuple[str, str] | None = None  # weeks accepted, set by `advance`
         # Row key -> (held when the changes were last taken, candidate now or None).
