@@ -24,6 +24,9 @@ Memory is bounded three ways:
 `take_changes` lets the agent keep a store of candidate rows up to date: the
 net rows to upsert and delete since the last call. Dropping a week (`advance`)
 deletes nothing: those rows are the week's sample and stay for the batch.
+Rows of several samplers (partitions, replicas) sharing a store must be kept
+apart by owner, else one sampler's delete removes a row another still holds;
+the batch's `select` drops duplicate event ids.
 """
 
 from __future__ import annotations
