@@ -1,6 +1,6 @@
 """The core is pure: no I/O, no clocks, no threads, no adapters.
 
-Two checks: every `import` statement in agent/core/*.py names only the stdlib
+Two checks: every `import` statement in agent/core/**/*.py names only the stdlib
 allow-list, numpy, sklearn, msgspec or agent.core; and importing every core
 module in a fresh interpreter pulls in none of the I/O libraries.
 """
@@ -42,21 +42,35 @@ PRELOADED_BY_PYTHON = {"os", "time", "io"}
 
 
 def core_modules() -> list[Path]:
-    files = sorted(CORE.glob("*.py"))
+    """Every module of the core, sub-packages (agent/core/sampling/) included."""
+    files = sorted(CORE.rglob("*.py"))
     assert len(files) > 10, files
     return files
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def package_of(path: Path) -> list[str]:
+    """The package a module's relative imports resolve against (agent.core for a file outside the core)."""
+    try:
+        return ["agent", "core", *path.parent.relative_to(CORE).parts]
+    except ValueError:
+        return ["agent", "core"]
 
 
 def imported_names(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module name) for every import in a module, at any depth."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    package = package_of(path)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against agent.core
-                base = ["agent", "core"][: max(0, 2 - (node.level - 1))]
+            if node.level:  # relative: resolve against the module's package
+                base = package[: max(0, len(package) - (node.level - 1))]
                 name = ".".join(base + ([node.module] if node.module else []))
             else:
                 name = node.module or ""
@@ -81,13 +95,17 @@ def allowed(name: str) -> bool:
     return top in STDLIB_ALLOWED or top in THIRD_PARTY_ALLOWED
 
 
-@pytest.mark.parametrize("path", core_modules(), ids=lambda p: p.name)
+def _id(path: Path) -> str:
+    return str(path.relative_to(CORE))
+
+
+@pytest.mark.parametrize("path", core_modules(), ids=_id)
 def test_core_module_imports_only_the_allow_list(path):
     bad = [(line, name) for line, name in imported_names(path) if not allowed(name)]
     assert not bad, f"{path.name} imports {bad}"
 
 
-@pytest.mark.parametrize("path", core_modules(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", core_modules(), ids=_id)
 def test_core_module_imports_nothing_forbidden(path):
     tops = {name.split(".")[0] for _, name in imported_names(path)}
     assert not tops & set(FORBIDDEN), f"{path.name} imports {sorted(tops & set(FORBIDDEN))}"
@@ -115,7 +133,7 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 
 
 def test_importing_the_core_loads_no_io_library():
-    modules = [f"agent.core.{p.stem}" for p in core_modules() if p.stem != "__init__"]
+    modules = [module_name(p) for p in core_modules() if module_name(p) != "agent.core"]
     used = sorted(
         {name.split(".")[0] for p in core_modules() for _, name in imported_names(p)} & THIRD_PARTY_ALLOWED
     )
@@ -126,6 +144,7 @@ def test_importing_the_core_loads_no_io_library():
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert "agent.core.decoder" in loaded
+    assert "agent.core.sampling.sampler" in loaded
     checked = set(FORBIDDEN) - PRELOADED_BY_PYTHON
     bad = sorted(m for m in loaded if m.split(".")[0] in checked or m.startswith("agent.io"))
     assert not bad, f"importing agent.core loads {bad}"
@@ -149,3 +168,10 @@ def test_the_checker_catches_impure_imports(tmp_path):
     assert [n for n in names if not allowed(n)] == [
         "os", "kafka.consumer", "time", "agent.io", "agent", "agent.io", "socket", "<dynamic import>",
     ]  # fmt: skip
+
+
+def test_relative_imports_resolve_against_the_modules_own_package():
+    assert package_of(CORE / "facts.py") == ["agent", "core"]
+    assert package_of(CORE / "sampling" / "risk.py") == ["agent", "core", "sampling"]
+    assert module_name(CORE / "sampling" / "__init__.py") == "agent.core.sampling"
+    assert any(p.parent.name == "sampling" for p in core_modules())

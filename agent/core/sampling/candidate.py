@@ -1,0 +1,142 @@
+"""Sampling candidates, strata and the top-K selection that merges replicas.
+
+A candidate is one event offered to one stratum: ids, slice labels and the
+admitted results by id and score, never text (judges get text later, through
+the team's resolver). Each event is offered twice: to its risk stratum
+`app|query_type` with its risk weight w, and to the `uniform` stratum with
+w = 1. Both use the same uniform u, so the two samples overlap as much as they
+can (an event judged once serves both); each is a priority sample on its own.
+
+`select` is the whole of priority sampling (Duffield, Lund, Thorup 2007):
+the K largest priorities q = w / u, and tau = the (K + 1)-th largest (0 when
+there are at most K candidates: then every one is in, with probability 1).
+Top-K selections merge: the top K + 1 of the union of each replica's top
+K + 1 are the top K + 1 of all candidates, so `select` over what the
+replicas kept equals `select` over all traffic.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import msgspec
+
+from agent.core.facts import Facts
+from agent.core.sampling.priority import iso_week, uniform
+from agent.core.sampling.risk import UNKNOWN, Risk
+
+UNIFORM = "uniform"  # the stratum where every event is offered with w = 1
+OTHER = "other"  # risk strata beyond the sampler's bound fold into this one
+
+# (chunk_id, parent_id, source, rank, score) of one admitted result
+ResultRef = tuple[str, str, str, int, float]
+
+
+class Candidate(msgspec.Struct, frozen=True, gc=False):
+    """One event offered to one stratum: plain data, no raw text."""
+
+    event_id: str
+    ts: float  # event time, epoch seconds
+    week: str  # ISO week of ts, as "2026-W48"
+    stratum: str
+    app: str
+    query_id: str  # the producer's salted hash of the query
+    query_type: str  # "unknown" when the event has none
+    language: str  # lower case; "unknown" when the event has none
+    cutoff_k: int
+    pipeline_version: str | None
+    results: tuple[ResultRef, ...]  # the admitted results, in rank order
+    w: float  # weight in this stratum (1 in the uniform one)
+    u: float  # uniform in (0, 1] from (salt, event_id, week)
+    priority: float  # w / u
+    signals: tuple[str, ...] = ()  # risk signals that fired (in every stratum, for the record)
+
+    @property
+    def key(self) -> tuple[float, str]:
+        """The sort key: priority, ties broken by event id (larger wins), so
+        what is kept depends on the set of candidates, never their order."""
+        return (self.priority, self.event_id)
+
+
+def stratum_key(app: str, query_type: str | None) -> str:
+    """`app|query_type`; neither an app name nor a query type can hold "|"."""
+    return f"{app}|{query_type or UNKNOWN}"
+
+
+def strata_for(app: str, query_type: str | None, w: float) -> tuple[tuple[str, float], ...]:
+    """(stratum, weight) pairs an event is offered to: its risk stratum with w, the uniform one with 1."""
+    return ((stratum_key(app, query_type), w), (UNIFORM, 1.0))
+
+
+def candidates_of(facts: Facts, risk: Risk, salt: str = "", stratum: str | None = None) -> tuple[Candidate, ...]:
+    """The event's candidates, one per stratum of `strata_for`. `stratum`
+    replaces the risk stratum's key, e.g. one built from bounded label values
+    (`stratum_key(labels["app"](app), labels["query_type"](query_type))`)."""
+    event = facts.event
+    query = event.query
+    week = iso_week(facts.ts)
+    u = uniform(event.event_id, week, salt)
+    results = tuple((r.chunk_id, r.parent_id, r.source, r.rank, r.score) for r in facts.admitted)
+    language = query.language.lower() if query.language else UNKNOWN
+    version = event.pipeline.version if event.pipeline is not None else None
+    strata = strata_for(event.app, query.type, risk.weight)
+    if stratum is not None:
+        strata = tuple((stratum if key != UNIFORM else key, w) for key, w in strata)
+    return tuple(
+        Candidate(
+            event_id=event.event_id,
+            ts=facts.ts,
+            week=week,
+            stratum=key,
+            app=event.app,
+            query_id=query.id,
+            query_type=query.type or UNKNOWN,
+            language=language,
+            cutoff_k=event.cutoff_k,
+            pipeline_version=version,
+            results=results,
+            w=w,
+            u=u,
+            priority=w / u,
+            signals=risk.signals,
+        )
+        for key, w in strata
+    )
+
+
+def check(candidate: Candidate) -> None:
+    """Refuse a candidate the estimator could not use (w <= 0, u outside (0, 1], priority not w / u)."""
+    w, u = candidate.w, candidate.u
+    if not (w > 0 and 0 < u <= 1 and w / u < float("inf")):
+        raise ValueError(f"candidate {candidate.event_id}: needs w > 0 and u in (0, 1], got w={w}, u={u}")
+    if candidate.priority != w / u:
+        raise ValueError(f"candidate {candidate.event_id}: priority {candidate.priority} is not w / u")
+
+
+class Selection(msgspec.Struct, frozen=True, gc=False):
+    items: tuple[Candidate, ...]  # the K largest priorities, largest first
+    tau: float  # the (K + 1)-th largest priority; 0 when every candidate is in
+
+
+def unique(candidates) -> list[Candidate]:
+    """One candidate per event id: the one with the largest key (a replayed
+    event with another weight keeps its highest priority, whatever the order)."""
+    best: dict[str, Candidate] = {}
+    for c in candidates:
+        kept = best.get(c.event_id)
+        if kept is None or c.key > kept.key:
+            best[c.event_id] = c
+    return list(best.values())
+
+
+def select(candidates, k: int) -> Selection:
+    """Priority sampling over the candidates of one stratum and week, from any number of replicas."""
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    top = heapq.nlargest(k + 1, unique(candidates), key=_key)
+    tau = top[k].priority if len(top) > k else 0.0
+    return Selection(tuple(top[:k]), tau)
+
+
+def _key(c: Candidate) -> tuple[float, str]:
+    return (c.priority, c.event_id)
