@@ -22,10 +22,12 @@ from opentelemetry.trace import Tracer
 
 from agent.core import partitions
 from agent.core.config import CoreConfig
+from agent.core.judging import JudgingConfig
 from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.state import PartitionState, StateError
 from agent.io import broker
 from agent.io.dead_letters import DeadLetters
+from agent.io.queue import Queue
 from agent.io.settings import KafkaSettings
 from agent.io.store import Checkpoint, Store, StoreError
 
@@ -35,9 +37,12 @@ IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalan
 
 class Ownership:
     def __init__(self, kafka: KafkaSettings, core: CoreConfig, store: Store, consumer, letters: DeadLetters,
-                 tracer: Tracer, budget: Callable[[float], float]):
+                 tracer: Tracer, budget: Callable[[float], float], judging: JudgingConfig | None = None,
+                 queue: Queue | None = None):
         self.kafka = kafka
         self.core = core
+        self.judging = judging  # the judgment queue, kept in `queue`'s tables; None: off
+        self.queue = queue
         self.store = store
         self.consumer = consumer
         self.letters = letters
@@ -84,11 +89,10 @@ class Ownership:
                   extra={"topic": tp.topic, "partition": tp.partition, "checkpoint": owned.next_offset,
                          "topic_id": topic_id, "previous_topic_id": owned.topic_id})
         self.resets += 1
-        self.store.reset(self.kafka.group_id, tp.topic, tp.partition)
+        self._reset(tp)
         if offset is None:
             self.consumer.seek_to_beginning(tp)
-        fresh = Owned.fresh(PartitionState(self.core), NO_OFFSET if offset is None else offset,
-                            topic_id or owned.topic_id)
+        fresh = Owned.fresh(self._state(), NO_OFFSET if offset is None else offset, topic_id or owned.topic_id)
         self.owned[tp] = fresh
         return fresh
 
@@ -102,7 +106,8 @@ class Ownership:
             span.set_attribute("ragdrift.partitions", len(dirty))
             try:
                 self.letters.deliver(self.budget(IO_TIMEOUT_MS / 1000))
-                self.store.save(self.kafka.group_id, [self._checkpoint_of(tp) for tp in dirty])
+                checkpoints = [self._checkpoint_of(tp) for tp in dirty]
+                self.store.save(self.kafka.group_id, checkpoints, [self._rows_of(tp) for tp in dirty if self.queue])
             except (StoreError, KafkaError) as exc:
                 self.checkpoints["error"] += 1
                 self.store_ok = False
@@ -123,8 +128,15 @@ class Ownership:
             self.consumer.commit_async(offsets, callback=_log_commit_error)
         return True
 
+    def _rows_of(self, tp: TopicPartition):
+        """The partition's queue rows, written with its checkpoint (taken first: see `_checkpoint_of`)."""
+        box = self.owned[tp].outbox
+        return self.queue.writes(self.kafka.group_id, tp.topic, tp.partition, box.added.values(), box.evicted,
+                                 box.incidents)
+
     def _checkpoint_of(self, tp: TopicPartition) -> Checkpoint:
         owned = self.owned[tp]
+        owned.outbox.take(owned.state)
         windows = owned.state.windows
         return Checkpoint(
             tp.topic, tp.partition, owned.next_offset, owned.state.to_dict(sealed_elsewhere=True),
@@ -141,7 +153,7 @@ class Ownership:
             current = broker.topic_id(self.consumer, tp.topic)
             if stored is None:
                 self._seek_start(tp)
-                self.owned[tp] = Owned.fresh(PartitionState(self.core), topic_id=current)
+                self.owned[tp] = Owned.fresh(self._state(), topic_id=current)
             else:
                 self.owned[tp] = self._restore(tp, stored)
             log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition,
@@ -150,16 +162,25 @@ class Ownership:
     def _restore(self, tp: TopicPartition, stored: Checkpoint) -> Owned:
         self.consumer.seek(tp, stored.next_offset)
         try:
-            state = PartitionState.from_dict(self.core, stored.state, stored.sealed)
+            kept = self.queue.partition_candidates(self.kafka.group_id, tp.topic, tp.partition) if self.queue else ()
+            state = PartitionState.from_dict(self.core, stored.state, stored.sealed, judging=self.judging, kept=kept)
         except StateError as exc:
             # A state this release cannot read (written by a newer one, or
             # damaged): start afresh where it stopped rather than crash-loop.
             log.error("stored state unreadable; starting a fresh state at its offset",
                       extra={"topic": tp.topic, "partition": tp.partition, "error": str(exc)})
             self.resets += 1
-            self.store.reset(self.kafka.group_id, tp.topic, tp.partition)
-            return Owned.fresh(PartitionState(self.core), stored.next_offset, stored.topic_id)
+            self._reset(tp)
+            return Owned.fresh(self._state(), stored.next_offset, stored.topic_id)
         return Owned.restored(state, stored.next_offset, stored.topic_id)
+
+    def _state(self) -> PartitionState:
+        return PartitionState(self.core, judging=self.judging)
+
+    def _reset(self, tp: TopicPartition) -> None:
+        """Forget the partition's checkpoint and its sampler's rows (incidents stay: they happened)."""
+        forget = [self.queue.forget(self.kafka.group_id, tp.topic, tp.partition)] if self.queue else []
+        self.store.reset(self.kafka.group_id, tp.topic, tp.partition, forget)
 
     def _seek_start(self, tp: TopicPartition) -> None:
         if self.kafka.auto_offset_reset == "earliest":

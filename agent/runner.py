@@ -27,7 +27,8 @@ from agent.core.tally import Tally, add, total
 from agent.io import broker
 from agent.io.dead_letters import DeadLetters
 from agent.io.exporter import Latest
-from agent.io.settings import Settings
+from agent.io.queue import Queue
+from agent.io.settings import Settings, judging_config
 from agent.io.store import Store, StoreError
 from agent.io.tracing import remote_context
 from agent.ownership import IO_TIMEOUT_MS, Ownership
@@ -39,7 +40,7 @@ SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after 
 
 class Agent:
     def __init__(self, settings: Settings, store: Store, latest: Latest, tracer: Tracer, consumer, producer,
-                 client_id: str | None = None):
+                 client_id: str | None = None, queue: Queue | None = None):
         self.kafka = settings.kafka
         self.core = settings.core()
         self.metrics = settings.metrics
@@ -51,7 +52,8 @@ class Agent:
         self.letters = DeadLetters(producer, self.kafka.dead_letter_topic)
         self.client_id = client_id or f"ragdrift-{socket.gethostname()}"
         self.exposition = Exposition(self.core, self.metrics.top_n)
-        self.parts = Ownership(self.kafka, self.core, store, consumer, self.letters, tracer, self._remaining)
+        self.parts = Ownership(self.kafka, self.core, store, consumer, self.letters, tracer, self._remaining,
+                               judging_config(settings.judgment) if queue is not None else None, queue)
         self.owned = self.parts.owned
         self.counters: Tally = {}  # everything this process ingested: only ever grows
         self.exemplars: dict[tuple, tuple[str, float]] = {}
@@ -84,7 +86,8 @@ class Agent:
                 if self.parts.resolve_starts(batch):
                     next_checkpoint = 0.0  # record where new partitions start at once
                 if batch:
-                    self._process_batch(batch)
+                    if self._process_batch(batch):
+                        next_checkpoint = 0.0  # many security incidents wait in memory
                     self._contact()
                 self.last_progress = now = time.monotonic()
                 if now >= next_probe:
@@ -155,9 +158,11 @@ class Agent:
 
     # -- processing -----------------------------------------------------
 
-    def _process_batch(self, batch: dict) -> None:
+    def _process_batch(self, batch: dict) -> bool:
+        """Process a poll's records; True when a partition wants a checkpoint now."""
         links: list[Link] = []
         count = 0
+        flush = False
         with self.tracer.start_as_current_span("ragdrift.poll_batch") as span:
             for tp, records in batch.items():
                 owned = self.owned.get(tp)
@@ -170,10 +175,12 @@ class Agent:
                     owned.next_offset = record.offset + 1
                     count += 1
                 add(self.counters, owned.state.take_added())
+                flush = flush or partitions.flush_due(owned)
             span.set_attribute("messaging.batch.message_count", count)
             for item in links:
                 span.add_link(item.context)
         self.letters.log_new()
+        return flush
 
     def _process(self, owned: Owned, record, links: list[Link]) -> None:
         try:

@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from agent.io import broker
 from agent.io.endpoint import MetricsServer
 from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
+from agent.io.queue import TABLES, Queue
+from agent.io.scheduler import JudgmentCollector, Judging
 from agent.io.settings import Settings
 from agent.io.store import Store, StoreError
 from agent.io.tracing import provider
@@ -30,8 +32,11 @@ class Running:
     server: MetricsServer
     store: Store
     tracer_provider: object
+    judging: Judging | None = None  # the weekly batch and the queues' figures
 
     def close(self) -> None:
+        if self.judging is not None:
+            self.judging.stop()
         self.server.stop()
         self.store.close()
         self.tracer_provider.shutdown()
@@ -39,7 +44,8 @@ class Running:
 
 def build(settings: Settings, tracer_provider=None) -> Running:
     tracer_provider = tracer_provider or provider()
-    store = Store(settings.store.url, settings.store.schema)
+    store = Store(settings.store.url, settings.store.schema, TABLES)
+    queue = Queue(store) if settings.judgment.enabled else None
     client_id = f"ragdrift-{socket.gethostname()}"
     try:
         consumer = broker.consumer(settings.kafka, client_id)
@@ -52,10 +58,14 @@ def build(settings: Settings, tracer_provider=None) -> Running:
     registry.register(RetrievalCollector(settings.core(), latest))
     registry.register(HealthCollector(latest))
     ProcessCollector(registry=registry)  # process_start_time_seconds marks restarts for the rules
-    agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id)
+    judging = None
+    if queue is not None:
+        judging = Judging(settings, queue, settings.metrics.top_n)
+        registry.register(JudgmentCollector(judging))
+    agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id, queue)
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
-    return Running(agent, server.start(), store, tracer_provider)
+    return Running(agent, server.start(), store, tracer_provider, judging and judging.start())
 
 
 def serve(settings: Settings) -> int:

@@ -12,7 +12,6 @@ the same batch, byte for byte.
 from __future__ import annotations
 
 import hashlib
-import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -53,14 +52,11 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         for stratum, found in sorted(by_stratum.items())
     }
     batch_id = f"{week}-{_digest(week, config.salt, *sorted(c.event_id for s in selections.values() for c in s.items))[:8]}"
-    rng = random.Random(batch_id)  # the recorded seed: the batch id
-    chosen = [(stratum, c) for stratum, s in selections.items() for c in s.items]
-    rng.shuffle(chosen)
+    chosen = _shuffled([(stratum, c) for stratum, s in selections.items() for c in s.items], batch_id)
     items, key, regression = [], [], []
     for n, (stratum, c) in enumerate(chosen, 1):
         item = f"{batch_id}-{n:04d}"
-        order = list(range(len(c.results)))
-        rng.shuffle(order)
+        order = _shuffled(list(range(len(c.results))), item)
         double = _share(config.salt, "double", batch_id, item) < config.double_judged_share
         holdout = in_holdout(c.query_id, config.holdout_share, config.salt)
         tau = selections[stratum].tau
@@ -103,6 +99,12 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         "baseline": config.baseline,
     }
     return Batch(batch_id, manifest, items, key, regression)
+
+
+def _shuffled(items: list, seed: str) -> list:
+    """A permutation fixed by the seed (the batch id, recorded in the manifest)."""
+    keys = [_digest(seed, str(i)) for i in range(len(items))]
+    return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__)]
 
 
 def _digest(*parts: str) -> str:

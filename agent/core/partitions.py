@@ -7,13 +7,45 @@ each rule is tested without a broker.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agent.core.sampling import Candidate, RowKey
+from agent.core.security import Incident
 from agent.core.state import PartitionState
 
 NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is known
 LOG_SHORTFALL_SECONDS = 10.0  # a log ending before the checkpoint this long was recreated
 PAUSE_AFTER_FAILURES = 3  # failed checkpoints in a row before consumption pauses
+FLUSH_INCIDENTS = 1000  # queued security incidents that call for a checkpoint now
+
+
+@dataclass
+class Outbox:
+    """Queue rows taken from a partition's state, held until a checkpoint
+    commits them: a failed checkpoint keeps them for the next one."""
+
+    added: dict[RowKey, Candidate] = field(default_factory=dict)  # candidate rows to upsert
+    evicted: set[RowKey] = field(default_factory=set)  # candidate rows to delete
+    incidents: list[Incident] = field(default_factory=list)
+
+    def take(self, state: PartitionState) -> None:
+        """Move what the state queued since the last call in here, net of each other."""
+        if state.judging is None:
+            return
+        changes, incidents = state.judging.take()
+        for candidate in changes.added:
+            row = (candidate.week, candidate.stratum, candidate.event_id)
+            self.evicted.discard(row)
+            self.added[row] = candidate
+        for row in changes.evicted:
+            self.added.pop(row, None)
+            self.evicted.add(row)
+        self.incidents += incidents
+
+    def clear(self) -> None:
+        self.added.clear()
+        self.evicted.clear()
+        self.incidents.clear()
 
 
 @dataclass
@@ -27,6 +59,7 @@ class Owned:
     verified: bool = True  # False until the log is known to reach the stored offset
     short_since: float | None = None  # when the log was first seen ending before the offset
     topic_id: str | None = None  # the log's identity when loaded; a new id means a recreated topic
+    outbox: Outbox = field(default_factory=Outbox)
 
     @classmethod
     def fresh(cls, state: PartitionState, offset: int = NO_OFFSET, topic_id: str | None = None) -> Owned:
@@ -43,8 +76,9 @@ class Owned:
         return self.next_offset != NO_OFFSET and self.next_offset != self.checkpointed_offset
 
     def saved(self) -> None:
-        """Its checkpoint was written at `next_offset`."""
+        """Its checkpoint, and the rows of its outbox, were written at `next_offset`."""
         self.checkpointed_offset = self.next_offset
+        self.outbox.clear()
         self.stored_before = self.state.windows.sealed_before()
 
 
@@ -68,6 +102,12 @@ def recreated(owned: Owned, topic_id: str | None, high: int | None, now: float) 
     if owned.short_since is None:
         owned.short_since = now
     return now - owned.short_since >= LOG_SHORTFALL_SECONDS
+
+
+def flush_due(owned: Owned) -> bool:
+    """Security incidents wait in memory until a checkpoint: many of them call for one now."""
+    judging = owned.state.judging
+    return judging is not None and len(judging.incidents) + len(owned.outbox.incidents) >= FLUSH_INCIDENTS
 
 
 def paused(failures: int) -> bool:

@@ -18,7 +18,6 @@ def observe(view: View, tally: Tally) -> None:
     language = query.language.lower() if query.language else UNKNOWN
     inc(tally, (LANGUAGES.name, labels["language"](language)))
     if query.terms:
-        new = view.vocabulary.add_all(query.terms)
         inc(tally, (TERMS.name, app), len(query.terms))
-        if new:
-            inc(tally, (NEW_TERMS.name, app), new)
+        if view.new_terms:
+            inc(tally, (NEW_TERMS.name, app), view.new_terms)

@@ -1,4 +1,4 @@
-"""Per-partition state: windows, bounded labels and the vocabulary.
+"""Per-partition state: windows, bounded labels, the vocabulary and the judgment queue.
 
 This is what the agent checkpoints with the partition's next offset. Replaying
 the same events into a fresh state, in the same order, gives an equal state.
@@ -9,7 +9,9 @@ be (written by a newer release, or damaged) raises `StateError`, and the
 agent starts that partition afresh instead of crash-looping.
 
 A frozen baseline's vocabulary is shared, not copied: the state holds a
-reference to it and its checkpoint names it by version.
+reference to it and its checkpoint names it by version. The judgment queue's
+sampler is rebuilt from its rows in the store (agent/core/judging.py), so it
+is not in the checkpointed form either.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.labels import LabelSet
 from agent.core.tally import Tally, total
 from agent.core.facts import Facts, facts_of
+from agent.core.judging import Judging, JudgingConfig
+from agent.core.sampling import Candidate
 from agent.core.view import View
 from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
@@ -45,11 +49,14 @@ class Baseline:
 
 
 class PartitionState:
-    __slots__ = ("baseline", "config", "labels", "vocabulary", "windows")
+    __slots__ = ("baseline", "config", "judging", "labels", "vocabulary", "windows")
 
-    def __init__(self, config: CoreConfig, baseline: Baseline | None = None):
+    def __init__(self, config: CoreConfig, baseline: Baseline | None = None, judging: JudgingConfig | None = None,
+                 kept: Iterable[Candidate] = ()):
+        """`judging` turns the judgment queue on; `kept` are its stored candidates."""
         self.config = config
         self.baseline = baseline
+        self.judging = None if judging is None else Judging(judging, kept)
         self.labels = {
             dim: LabelSet(config.max_label_values, config.label_values.get(dim)) for dim in LABEL_DIMENSIONS
         }
@@ -68,13 +75,18 @@ class PartitionState:
             target[(bookkeeping,)] = target.get((bookkeeping,), 0) + 1
         # New terms are new to the baseline once one is active (the same answer
         # on every partition), to this partition's own history before that.
-        vocabulary = self.vocabulary if self.baseline is None else self.baseline.vocabulary
-        view = View(facts, self.labels["app"](event.app), self.config, self.labels, vocabulary)
+        terms = event.query.terms
+        new_terms = 0
+        if terms:
+            new_terms = (self.vocabulary if self.baseline is None else self.baseline.vocabulary).add_all(terms)
+        view = View(facts, self.labels["app"](event.app), self.config, self.labels, new_terms)
         for observe in OBSERVERS:
             observe(view, target)
         if unknown_fields:
             key = (UNKNOWN_FIELDS.name,)
             target[key] = target.get(key, 0) + unknown_fields
+        if self.judging is not None:
+            self.judging.observe(facts, new_terms if self.baseline is not None else 0, self.windows.watermark)
         return facts
 
     def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Facts:
@@ -105,14 +117,15 @@ class PartitionState:
 
     @classmethod
     def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = (),
-                  baselines: Mapping[str, Baseline] = MappingProxyType({})) -> PartitionState:
+                  baselines: Mapping[str, Baseline] = MappingProxyType({}), judging: JudgingConfig | None = None,
+                  kept: Iterable[Candidate] = ()) -> PartitionState:
         """Restore a checkpointed state, upgrading an older version first."""
         data = migrate(data)
         version = data["baseline"]
         if version is not None and version not in baselines:
             raise StateError(f"baseline {version!r} is not available")
         try:
-            state = cls(config, None if version is None else baselines[version])
+            state = cls(config, None if version is None else baselines[version], judging, kept)
             for dim, seen in data["labels"].items():
                 state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
             state.vocabulary = Vocabulary.from_dict(data["vocabulary"])

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from agent.core.config import CoreConfig
 from agent.core.facts import Facts
 from agent.core.labels import LabelSet
-from agent.core.vocabulary import Vocabulary
 
 
 @dataclass(slots=True)
@@ -16,4 +15,4 @@ class View:
     app: str  # bounded app label
     config: CoreConfig
     labels: dict[str, LabelSet]
-    vocabulary: Vocabulary
+    new_terms: int  # query terms new to the vocabulary in use (the baseline's once one is active)

@@ -20,9 +20,11 @@ import orjson
 from sqlalchemy import BigInteger, Column, Float, Integer, LargeBinary, MetaData, String, Table, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 
 from agent.core.sampling import Candidate, RowKey
 from agent.core.security import Incident
+from agent.io.store import StoreError
 
 _CANDIDATES = "ragdrift_candidates"
 _SECURITY = "ragdrift_security_queue"
@@ -111,17 +113,27 @@ class Queue:
 
         return write
 
-    def forget(self, conn: Connection, group_id: str, topic: str, partition: int) -> None:
-        """Drop a partition's candidates (its state started afresh)."""
+    def forget(self, group_id: str, topic: str, partition: int):
+        """A joined write dropping a partition's candidates (its state starts afresh, see Store.reset)."""
         c = self.candidates.c
-        conn.execute(delete(self.candidates).where(c.group_id == group_id, c.topic == topic, c.partition == partition))
+
+        def write(conn: Connection) -> None:
+            conn.execute(delete(self.candidates).where(
+                c.group_id == group_id, c.topic == topic, c.partition == partition))
+
+        return write
+
+    def partition_candidates(self, group_id: str, topic: str, partition: int) -> list[Candidate]:
+        """What one partition's sampler held at its last checkpoint."""
+        c = self.candidates.c
+        query = select(c.candidate).where(c.group_id == group_id, c.topic == topic, c.partition == partition)
+        return [_CANDIDATE.decode(row.candidate) for row in self._read(query)]
 
     def week_candidates(self, group_id: str, week: str) -> list[Candidate]:
         """Every replica's candidates of one week."""
         c = self.candidates.c
         query = select(c.candidate).where(c.group_id == group_id, c.week == week)
-        with self.store.engine.connect() as conn:
-            return [_CANDIDATE.decode(row.candidate) for row in conn.execute(query)]
+        return [_CANDIDATE.decode(row.candidate) for row in self._read(query)]
 
     def incidents(self, group_id: str, since: float | None = None, limit: int | None = None) -> list[Incident]:
         """The security review queue, oldest first."""
@@ -130,38 +142,42 @@ class Queue:
         if since is not None:
             query = query.where(s.ts >= since)
         query = query.order_by(s.ts, s.event_id).limit(limit)
-        with self.store.engine.connect() as conn:
-            return [Incident.from_dict(orjson.loads(row.incident)) for row in conn.execute(query)]
+        return [Incident.from_dict(orjson.loads(row.incident)) for row in self._read(query)]
 
     def candidate_counts(self, group_id: str, week: str) -> dict[str, int]:
         """Candidates per stratum of one week, over every replica."""
         c = self.candidates.c
         query = select(c.stratum, func.count()).where(c.group_id == group_id, c.week == week).group_by(c.stratum)
-        with self.store.engine.connect() as conn:
-            return {stratum: n for stratum, n in conn.execute(query)}
+        return {stratum: n for stratum, n in self._read(query)}
 
     def security_size(self, group_id: str) -> int:
         s = self.security.c
-        with self.store.engine.connect() as conn:
-            return conn.execute(select(func.count()).where(s.group_id == group_id)).scalar_one()
+        return self._read(select(func.count()).where(s.group_id == group_id))[0][0]
 
     def record_batch(self, group_id: str, week: str, batch_id: str, built_at: float, items: int, directory: str) -> None:
         """Remember the week's batch; the first one built stays the week's batch."""
         row = {"group_id": group_id, "week": week, "batch_id": batch_id, "built_at": built_at, "items": items,
                "directory": directory}
-        with self.store.engine.begin() as conn:
-            conn.execute(self._insert(self.batches).on_conflict_do_nothing(), row)
+        try:
+            with self.store.engine.begin() as conn:
+                conn.execute(self._insert(self.batches).on_conflict_do_nothing(), row)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot record the batch: {exc.__class__.__name__}") from exc
 
     def batch_of(self, group_id: str, week: str) -> dict | None:
         b = self.batches.c
-        with self.store.engine.connect() as conn:
-            row = conn.execute(select(self.batches).where(b.group_id == group_id, b.week == week)).first()
-        return None if row is None else dict(row._mapping)
+        rows = self._read(select(self.batches).where(b.group_id == group_id, b.week == week))
+        return dict(rows[0]._mapping) if rows else None
 
     def last_batch(self, group_id: str) -> dict | None:
         """The most recently built batch."""
         b = self.batches.c
-        query = select(self.batches).where(b.group_id == group_id).order_by(b.built_at.desc()).limit(1)
-        with self.store.engine.connect() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else dict(row._mapping)
+        rows = self._read(select(self.batches).where(b.group_id == group_id).order_by(b.built_at.desc()).limit(1))
+        return dict(rows[0]._mapping) if rows else None
+
+    def _read(self, query) -> list:
+        try:
+            with self.store.engine.connect() as conn:
+                return list(conn.execute(query))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the queue: {exc.__class__.__name__}") from exc

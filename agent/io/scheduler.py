@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
-from sqlalchemy.exc import SQLAlchemyError
 
 from agent.core.labels import OTHER
 from agent.core.sampling import iso_week
 from agent.io.queue import Queue
 from agent.io.settings import Settings
+from agent.io.store import StoreError
 
 log = logging.getLogger("ragdrift.batch")
 REFRESH_SECONDS = 60.0
@@ -78,7 +78,7 @@ class Judging:
             counts = self.queue.candidate_counts(group, iso_week(time.time()))
             last = self.queue.last_batch(group)
             security = self.queue.security_size(group)
-        except SQLAlchemyError as exc:
+        except StoreError as exc:
             log.warning("cannot read the judgment queue's figures", extra={"error": str(exc)})
             return
         self.status = JudgmentStatus(

@@ -22,6 +22,7 @@ import yaml
 from apscheduler.triggers.cron import CronTrigger
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
+from agent.core.judging import JudgingConfig
 from agent.core.sampling import SIGNALS, Budgets, RiskConfig
 
 THRESHOLDS = ("top1_low", "gap_small", "rerank_shift", "new_terms_min", "rare_share")  # RiskConfig's
@@ -118,6 +119,7 @@ class LabelStudioSettings:
 class JudgmentSettings:
     """The judgment queue (docs/judgments.md): sampling, the weekly batch, its export."""
 
+    enabled: bool = True
     budget: int = 20  # K: items per risk stratum (app x query type) and week
     uniform_budget: int = 50  # K of the uniform stratum
     budgets: dict[str, int] = field(default_factory=dict)  # per stratum "app|query_type"
@@ -147,6 +149,7 @@ class Settings:
         doc = dataclasses.asdict(self)
         client = doc["kafka"]["client"]
         doc["kafka"]["client"] = {k: ("***" if _secret_key(k) else v) for k, v in client.items()}
+        doc["judgment"]["salt"] = "***" if self.judgment.salt else ""
         doc["store"]["url"] = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", doc["store"]["url"])
         return doc
 
@@ -176,6 +179,11 @@ def risk_config(j: JudgmentSettings) -> RiskConfig:
 
 def budgets(j: JudgmentSettings) -> Budgets:
     return Budgets(k=j.budget, uniform_k=j.uniform_budget, k_by_stratum=dict(j.budgets), max_strata=j.max_strata)
+
+
+def judging_config(j: JudgmentSettings) -> JudgingConfig | None:
+    """What each partition samples with; None when the judgment queue is off."""
+    return JudgingConfig(risk_config(j), budgets(j), j.salt) if j.enabled else None
 
 
 def load(path: str | os.PathLike | None = None, environ: dict[str, str] | None = None) -> Settings:

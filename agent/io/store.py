@@ -218,14 +218,16 @@ class Store:
             return None
         return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state), sealed, topic_id=row.topic_id)
 
-    def reset(self, group_id: str, topic: str, partition: int) -> None:
-        """Forget a partition's checkpoint (its log was recreated)."""
+    def reset(self, group_id: str, topic: str, partition: int, joined: Iterable[Joined] = ()) -> None:
+        """Forget a partition's checkpoint (its log was recreated), and whatever `joined` drops with it."""
         try:
             with self.engine.begin() as conn:
                 conn.execute(delete(self.checkpoints).where(
                     *_of(self.checkpoints, group_id, topic, partition)))
                 conn.execute(delete(self.buckets).where(
                     *_of(self.buckets, group_id, topic, partition)))
+                for write in joined:
+                    write(conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot reset checkpoint: {exc.__class__.__name__}: {exc}") from exc
 

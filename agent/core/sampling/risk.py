@@ -167,7 +167,7 @@ def assess(facts: Facts, new_terms: int, config: RiskConfig, reference: Referenc
             fired.append(THUMBS_DOWN)
     if facts.stale > 0:
         fired.append(STALE)
-    if facts.unauthorized > 0 or facts.unauthorized_risk:
+    if facts.unauthorized or facts.unauthorized_risk:
         fired.append(UNAUTHORIZED)
     if facts.filter_zero:
         fired.append(FILTER_ZERO)

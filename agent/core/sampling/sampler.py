@@ -148,6 +148,15 @@ class Sampler:
             self._record((week, stratum, candidate.event_id), candidate, held=change == RAISED)
         return kept
 
+    def may_keep(self, week: str, stratum: str, key: tuple[float, str]) -> bool:
+        """False only when `offer` would surely refuse a candidate with this
+        key: its reservoir is full of larger keys. Lets the caller skip
+        building the candidate, which most events never need."""
+        reservoir = self._weeks.get(week, {}).get(stratum)
+        if reservoir is None or len(reservoir.heap) < reservoir.capacity:
+            return True
+        return key > reservoir.heap[0] or key[1] in reservoir.items
+
     def _full(self, strata: dict[str, _Reservoir]) -> bool:
         """Whether a week holds `max_strata` risk strata (other and uniform aside)."""
         return len(strata) - (UNIFORM in strata) - (OTHER in strata) >= self.budgets.max_strata

@@ -1,0 +1,111 @@
+"""What each event adds to the judgment queue and the security review queue.
+
+One per partition, beside its windows. Every event is assessed for risk and
+offered to the sampler (agent/core/sampling/); every event with an
+unauthorized result becomes an incident. Both leave through `take`, into rows
+that the checkpoint writes with the offsets.
+
+The sampler is not part of the checkpointed state: its rows in the store are
+(they commit with the offsets), and a restored partition offers them back
+into a fresh sampler, which keeps exactly what it kept before.
+
+New terms count as a risk signal only against a baseline's vocabulary: a
+partition's own vocabulary depends on how the stream was partitioned, and
+the sample must not (several replicas take the sample one agent would).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from agent.core.facts import Facts
+from agent.core.sampling import (
+    Budgets,
+    Candidate,
+    Changes,
+    Reference,
+    RiskConfig,
+    Sampler,
+    assess,
+    candidates_of,
+    iso_week,
+    strata_for,
+    uniform,
+)
+from agent.core.security import Incident, incident_of
+
+DAY = 86400
+
+
+@dataclass(frozen=True)
+class JudgingConfig:
+    risk: RiskConfig = field(default_factory=RiskConfig)
+    budgets: Budgets = field(default_factory=Budgets)
+    salt: str = ""  # the same on every replica, and secret: it fixes which events are sampled
+    reference: Reference | None = None  # from the active baseline
+
+
+class Judging:
+    __slots__ = ("config", "sampler", "incidents", "_restored", "_weeks", "_current")
+
+    def __init__(self, config: JudgingConfig, kept: Iterable[Candidate] = ()):
+        self.config = config
+        self.sampler = Sampler(config.budgets)
+        stored = set()
+        for candidate in kept:  # what the store holds for this partition
+            stored.add(_row(candidate))
+            self.sampler.offer(candidate)
+        # Rows already stored need no write; under smaller budgets (or fewer
+        # strata) some are let go or move to `other`, and those changes do.
+        changes = self.sampler.take_changes()
+        added = tuple(c for c in changes.added if _row(c) not in stored)
+        self._restored = Changes(added, tuple(sorted(stored - {_row(c) for c in changes.added})))
+        self.incidents: list[Incident] = []
+        self._weeks: dict[int, str] = {}  # day number -> ISO week, memoized
+        self._current: str | None = None  # the week the sampler was last advanced to
+
+    def observe(self, facts: Facts, new_terms: int, watermark: float | None) -> None:
+        """Assess one event, offer it to the sampler, and queue its incident if any."""
+        incident = incident_of(facts)
+        if incident is not None:
+            self.incidents.append(incident)
+        if watermark is not None:
+            now = self._week(watermark)
+            if now != self._current:
+                self.sampler.advance(now)
+                self._current = now
+        config = self.config
+        risk = assess(facts, new_terms, config.risk, config.reference)
+        event = facts.event
+        week = self._week(facts.ts)
+        u = uniform(event.event_id, week, config.salt)
+        if any(self.sampler.may_keep(week, stratum, (w / u, event.event_id))
+               for stratum, w in strata_for(event.app, event.query.type, risk.weight)):
+            for candidate in candidates_of(facts, risk, config.salt):
+                self.sampler.offer(candidate)
+
+    def take(self) -> tuple[Changes, list[Incident]]:
+        """The candidate rows that changed and the incidents queued since the last call."""
+        incidents, self.incidents = self.incidents, []
+        changes = self.sampler.take_changes()
+        if self._restored is not None:
+            first, self._restored = self._restored, None
+            added, evicted = {_row(c) for c in changes.added}, set(changes.evicted)
+            changes = Changes(tuple(c for c in first.added if _row(c) not in evicted) + changes.added,
+                              tuple(r for r in first.evicted if r not in added) + changes.evicted)
+        return changes, incidents
+
+    def _week(self, ts: float) -> str:
+        """The ISO week of `ts`, memoized by day."""
+        day = int(ts // DAY)
+        week = self._weeks.get(day)
+        if week is None:
+            if len(self._weeks) >= 64:
+                self._weeks.clear()
+            week = self._weeks[day] = iso_week(ts)
+        return week
+
+
+def _row(candidate: Candidate) -> tuple[str, str, str]:
+    return candidate.week, candidate.stratum, candidate.event_id
