@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -115,18 +114,16 @@ class LabelStudio:
     def create_project(self, title: str, config: str) -> int:
         return int(self._call("POST", "/api/projects/", {"title": title, "label_config": config})["id"])
 
+    def project(self, project_id: int) -> dict:
+        """The project as stored: ``label_config``, ``parsed_label_config``, counts."""
+        return self._call("GET", f"/api/projects/{project_id}/")
+
     def import_tasks(self, project_id: int, tasks: list[dict]) -> int:
-        """Import tasks; returns how many the server created."""
+        """Import tasks; returns how many the server created (Community edition
+        imports at once; an edition that queues imports answers without a count)."""
         res = self._call("POST", f"/api/projects/{project_id}/import", tasks)
-        if "import" in res and "task_count" not in res:  # async import (non-Community editions)
-            deadline = time.monotonic() + self.timeout
-            while res.get("status") not in ("completed", "failed"):
-                if time.monotonic() > deadline:
-                    raise LabelStudioError(f"import {res['import']} not done after {self.timeout:.0f}s")
-                time.sleep(0.5)
-                res = self._call("GET", f"/api/projects/{project_id}/imports/{res['import']}")
-            if res["status"] == "failed":
-                raise LabelStudioError(f"import into project {project_id} failed: {res.get('error')}")
+        if "task_count" not in res:
+            raise LabelStudioError(f"import into project {project_id} queued, not done: {res}")
         return int(res["task_count"])
 
     def project_tasks(self, project_id: int, page_size: int = 100) -> list[dict]:
@@ -143,9 +140,11 @@ class LabelStudio:
                 return out
             page += 1
 
-    def export_annotations(self, project_id: int) -> list[dict]:
-        """The JSON export: every task with its ``data`` and ``annotations``."""
-        return self._call("GET", f"/api/projects/{project_id}/export", params={"exportType": "JSON"})
+    def export_annotations(self, project_id: int, all_tasks: bool = False) -> list[dict]:
+        """The JSON export: each annotated task (every task if ``all_tasks``)
+        with its ``id``, ``data`` and ``annotations``."""
+        params = {"exportType": "JSON", "download_all_tasks": "true" if all_tasks else "false"}
+        return self._call("GET", f"/api/projects/{project_id}/export", params=params)
 
     def annotate(self, task_id: int, result: list[dict]) -> int:
         """Submit one annotation (as a judge would); returns its id."""
