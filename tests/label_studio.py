@@ -128,14 +128,13 @@ def unavailable(reason: str) -> None:
 @pytest.fixture(scope="session", name="label_studio")
 def label_studio_fixture():
     """A started ``LabelStudioServer`` (``.url``, ``.token``, ``.client()``), one per session."""
+    server, reason = None, None
     try:
-        server = LabelStudioServer()
+        server = LabelStudioServer().start()
     except ServiceError as exc:
-        unavailable(str(exc))
-    try:
-        server.start()
-    except ServiceError as exc:
-        unavailable(str(exc))
+        reason = str(exc)
+    if server is None:  # outside the except block: no chained traceback in the report
+        unavailable(reason)
     try:
         yield server
     finally:
