@@ -119,11 +119,14 @@ class LabelStudio:
         return self._call("GET", f"/api/projects/{project_id}/")
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> int:
-        """Import tasks; returns how many the server created (Community edition
-        imports at once; an edition that queues imports answers without a count)."""
-        res = self._call("POST", f"/api/projects/{project_id}/import", tasks)
-        if "task_count" not in res:
+        """Import tasks; returns how many the server created. A task whose
+        ``data.judges`` is 2 gets overlap 2: Label Studio hands it to two judges."""
+        res = self._call("POST", f"/api/projects/{project_id}/import", tasks, {"return_task_ids": "true"})
+        if "task_count" not in res:  # an edition that queues imports answers without a count
             raise LabelStudioError(f"import into project {project_id} queued, not done: {res}")
+        for task, task_id in zip(tasks, res.get("task_ids", ())):  # ids come in import order
+            if (judges := int(task["data"].get("judges", 1))) > 1:
+                self._call("PATCH", f"/api/tasks/{task_id}/", {"overlap": judges})
         return int(res["task_count"])
 
     def project_tasks(self, project_id: int, page_size: int = 100) -> list[dict]:
@@ -187,13 +190,14 @@ class LabelStudio:
         try:
             return json.loads(raw) if raw else {}
         except ValueError:
-            raise LabelStudioError(f"{what}: answer is not JSON: {raw[:200]!r}") from None
+            raise LabelStudioError(self._clean(f"{what}: answer is not JSON: {raw!r}")) from None
 
-    def _clean(self, message: str) -> str:
+    def _clean(self, message: str, limit: int = 600) -> str:
+        """Tokens out first, then cut to ``limit``: a cut never leaves part of one."""
         for secret in (self._token, self._access):
             if secret:
                 message = message.replace(secret, "<token>")
-        return message
+        return message if len(message) <= limit else message[:limit] + "..."
 
 
 def _server_message(raw: bytes) -> str:
@@ -201,9 +205,9 @@ def _server_message(raw: bytes) -> str:
     try:
         body = json.loads(raw)
     except ValueError:
-        return raw.decode("utf-8", "replace").strip()[:500] or "(empty body)"
+        return raw.decode("utf-8", "replace").strip() or "(empty body)"
     if isinstance(body, dict):
         parts = [str(body[k]) for k in ("detail", "validation_errors") if body.get(k)]
         if parts:
-            return "; ".join(parts)[:500]
-    return json.dumps(body)[:500]
+            return "; ".join(parts)
+    return json.dumps(body)
