@@ -1,0 +1,141 @@
+"""A real Label Studio for tests: the ``label_studio`` fixture and its server.
+
+Label Studio (~1 GB of Django) lives in its own virtual environment, never
+in the project's: ``.ci/label-studio`` installs label-studio 1.23.2 into
+``$LABEL_STUDIO_VENV`` (default ``~/.cache/ragdrift/label-studio-venv``).
+When it is missing, a test using the fixture FAILS in CI (``CI=true``) and
+skips elsewhere, saying to run that script.
+
+The server runs from a fresh data directory (``LABEL_STUDIO_BASE_DATA_DIR``
+in its temp dir), on a free loopback port, with one user whose legacy API
+token is set with ``--user-token`` and enabled for its organization with
+``--enable-legacy-api-token`` (since 1.17 legacy tokens are off by default
+per organization). Telemetry, Sentry and the version check are switched off.
+
+    from tests.label_studio import LabelStudioServer
+    with LabelStudioServer() as server:
+        client = server.client()        # agent.io.label_studio.LabelStudio
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+import urllib.error
+from pathlib import Path
+
+import pytest
+
+from agent.io.label_studio import LabelStudio, LabelStudioError
+from tests.services import ChildProcess, ServiceError, free_port, http_get
+
+VERSION = "1.23.2"
+INSTALL_HINT = "run .ci/label-studio to install it"
+
+
+def venv() -> Path:
+    default = Path.home() / ".cache" / "ragdrift" / "label-studio-venv"
+    return Path(os.environ.get("LABEL_STUDIO_VENV") or default)
+
+
+def label_studio_bin() -> str:
+    """The ``label-studio`` executable at the pinned version, or ServiceError."""
+    where = venv()
+    exe = where / "bin" / "label-studio"
+    if not exe.is_file():
+        raise ServiceError(f"label-studio is not installed in {where}: {INSTALL_HINT}")
+    found = sorted(p.name for p in where.glob("lib/python*/site-packages/label_studio-*.dist-info"))
+    if f"label_studio-{VERSION}.dist-info" not in found:
+        raise ServiceError(f"{where} holds {found or 'no label_studio'}, not label-studio {VERSION}: "
+                           f"{INSTALL_HINT}")
+    return str(exe)
+
+
+class LabelStudioServer(ChildProcess):
+    """``label-studio start`` with one user and a known legacy token."""
+
+    name = "label-studio"
+    start_timeout = 120.0  # ~20-30 s on two cores: migrations run on every fresh data dir
+
+    def __init__(self, binary: str | None = None, port: int | None = None) -> None:
+        self.binary = binary or label_studio_bin()  # before the temp dir exists
+        super().__init__()
+        self.port = port or free_port()
+        self.username = "judge@ragdrift.test"
+        self.password = secrets.token_urlsafe(16)
+        self.token = secrets.token_hex(20)  # the legacy token format: 40 hex characters
+        self.started_in: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            self.binary, "start", "--no-browser",
+            "--internal-host", "127.0.0.1", "--port", str(self.port),
+            "--username", self.username, "--password", self.password,
+            "--user-token", self.token, "--enable-legacy-api-token",
+        ]
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({
+            "LABEL_STUDIO_BASE_DATA_DIR": str(self.tmpdir / "data"),
+            "LABEL_STUDIO_COLLECT_ANALYTICS": "false",
+            "LABEL_STUDIO_LATEST_VERSION_CHECK": "false",
+            "LABEL_STUDIO_SENTRY_DSN": "",
+            "LABEL_STUDIO_FRONTEND_SENTRY_DSN": "",
+            "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
+        })
+        return env
+
+    def ready(self) -> bool:
+        try:
+            return b'"UP"' in http_get(self.url + "/health", timeout=1)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def start(self) -> "LabelStudioServer":
+        t0 = time.monotonic()
+        super().start()
+        self.started_in = time.monotonic() - t0
+        try:  # the token must work, not just the server answer
+            self.client()._call("GET", "/api/current-user/whoami")
+        except LabelStudioError as exc:
+            log = self.log_tail()
+            self.stop(keep_files=True)
+            raise ServiceError(f"label-studio is up but its API token is refused: {exc}\n"
+                               f"--- {self.log_path} ---\n{log}") from None
+        return self
+
+    def client(self) -> LabelStudio:
+        return LabelStudio(self.url, self.token)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def unavailable(reason: str) -> None:
+    """Fail loudly in CI, skip elsewhere (as tests/conftest.py does)."""
+    if _in_ci():
+        pytest.fail(f"required service unavailable in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session", name="label_studio")
+def label_studio_fixture():
+    """A started ``LabelStudioServer`` (``.url``, ``.token``, ``.client()``), one per session."""
+    server, reason = None, None
+    try:
+        server = LabelStudioServer().start()
+    except ServiceError as exc:
+        reason = str(exc)
+    if server is None:  # outside the except block: no chained traceback in the report
+        unavailable(reason)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,303 @@
+"""Label Studio as the judging tool: the labeling config and task format on
+their own, the client's errors against a hostile local server, and the whole
+path (project, import, annotation, export) against a real Label Studio.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import traceback
+import xml.etree.ElementTree as ET
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from agent.io.label_studio import GRADES, TAGS, LabelStudio, LabelStudioError, labeling_config, tasks, token_from
+from tests.label_studio import label_studio_fixture  # noqa: F401 - the `label_studio` fixture
+
+ITEMS = [
+    {"item": "2026-W48-0001", "judges": 1,
+     "query": {"id": "q-7f3a", "text": "how do I rotate keys"},
+     "chunks": [{"chunk": "2026-W48-0001-1", "chunk_id": "kms/rotate#3", "text": "Rotate a key with `kms rotate`."},
+                {"chunk": "2026-W48-0001-2", "chunk_id": "kms/intro#1", "text": "KMS keeps keys <safe> & sound."}]},
+    {"item": "2026-W48-0002", "judges": 2,
+     "query": {"id": "q-19c2", "text": "vpn setup on linux"},
+     "chunks": [{"chunk": "2026-W48-0002-1", "chunk_id": "vpn/linux#2", "text": "Install the client: apt install vpnc."},
+                {"chunk": "2026-W48-0002-2", "chunk_id": "vpn/mac#2", "text": "On macOS open Settings."},
+                {"chunk": "2026-W48-0002-3", "chunk_id": "vpn/old#9", "text": "Version 1 setup (deprecated)."}]},
+    {"item": "2026-W48-0003", "judges": 1,
+     "query": {"id": "q-88d0", "text": None},
+     "chunks": [{"chunk": "2026-W48-0003-1", "chunk_id": "hr/leave#4", "text": None}]},
+    {"item": "2026-W48-0004", "judges": 1,
+     "query": {"id": "q-0b11", "text": "expense limits"},
+     "chunks": [{"chunk": "2026-W48-0004-1", "chunk_id": "fin/exp#1", "text": None},
+                {"chunk": "2026-W48-0004-2", "chunk_id": "fin/exp#2", "text": "Limits are set per cost centre."}]},
+    {"item": "2026-W48-0005", "judges": 1,
+     "query": {"id": "q-5e5e", "text": None},
+     "chunks": [{"chunk": "2026-W48-0005-1", "chunk_id": "it/laptop#1", "text": None},
+                {"chunk": "2026-W48-0005-2", "chunk_id": "it/laptop#2", "text": None}]},
+]
+
+
+def expand(config: str, n: int) -> ET.Element:
+    """The config as a judge sees it for a task with ``n`` chunks (the Repeater unrolled)."""
+    root = ET.fromstring(config)
+    for parent in list(root.iter()):
+        for i, child in enumerate(list(parent)):
+            if child.tag == "Repeater":
+                parent.remove(child)
+                body = ET.tostring(child[0], encoding="unicode")
+                for k in range(n):
+                    parent.insert(i + k, ET.fromstring(body.replace(child.get("indexFlag"), str(k))))
+    return root
+
+
+def grade_controls(root: ET.Element) -> list[ET.Element]:
+    return [c for c in root.iter("Choices") if c.get("name", "").startswith("grade_")]
+
+
+# -- no server ---------------------------------------------------------------
+
+
+def test_labeling_config_is_xml_with_one_grade_and_tag_set_per_chunk():
+    config = labeling_config(TAGS)
+    root = ET.fromstring(config)
+    assert root.tag == "View"
+    header = " ".join(h.get("value") for h in root.iter("Header"))
+    for value, name in GRADES:
+        assert f"{value} = {name}" in header
+    assert root.find("Repeater").get("on") == "$chunks"
+    for n in (1, 3, 7):
+        view = expand(config, n)
+        grades = grade_controls(view)
+        assert [g.get("name") for g in grades] == [f"grade_{k}" for k in range(n)]
+        for k, g in enumerate(grades):
+            assert g.get("toName") == f"chunk_{k}" and g.get("choice") == "single-radio"
+            assert [c.get("alias") for c in g.iter("Choice")] == ["0", "1", "2", "3"]
+        tagsets = [c for c in view.iter("Choices") if c.get("name", "").startswith("tags_")]
+        assert len(tagsets) == n and all(t.get("choice") == "multiple" for t in tagsets)
+        assert all([c.get("value") for c in t.iter("Choice")] == list(TAGS) for t in tagsets)
+        texts = {t.get("name"): t.get("value") for t in view.iter("Text")}
+        assert texts == {"query": "$query_shown", **{f"chunk_{k}": f"$chunks[{k}].shown" for k in range(n)}}
+
+
+def test_labeling_config_escapes_tags_and_can_have_none():
+    odd = ['a "quoted" & <tag>']
+    root = ET.fromstring(labeling_config(odd))
+    assert [c.get("value") for c in root.iter("Choice") if c.get("alias") is None] == odd
+    assert not [c for c in ET.fromstring(labeling_config([])).iter("Choices") if "tags_" in c.get("name")]
+
+
+def test_tasks_keep_item_and_chunk_keys_and_show_ids_for_null_text():
+    before = copy.deepcopy(ITEMS)
+    out = tasks(ITEMS)
+    assert ITEMS == before  # the input is not changed
+    assert [t["data"]["item"] for t in out] == [i["item"] for i in ITEMS]
+    assert [t["data"]["judges"] for t in out] == [1, 2, 1, 1, 1]
+    assert set(out[0]) == {"data"}
+    first, third = out[0]["data"], out[2]["data"]
+    assert first["query_id"] == "q-7f3a" and first["query_shown"] == first["query_text"] == "how do I rotate keys"
+    assert first["chunks"][1] == {"chunk": "2026-W48-0001-2", "chunk_id": "kms/intro#1",
+                                  "text": "KMS keeps keys <safe> & sound.",
+                                  "shown": "KMS keeps keys <safe> & sound."}
+    assert third["query_text"] is None and third["query_shown"] == "[query id] q-88d0"
+    assert third["chunks"] == [{"chunk": "2026-W48-0003-1", "chunk_id": "hr/leave#4", "text": None,
+                                "shown": "[chunk id] hr/leave#4"}]
+    json.dumps(out)  # plain JSON
+    with pytest.raises(ValueError, match="no chunks"):
+        tasks([{**ITEMS[0], "chunks": []}])
+
+
+def test_token_from_file_then_environment(tmp_path, monkeypatch):
+    path = tmp_path / "token"
+    path.write_text("  abc123\n")
+    monkeypatch.setenv("LABEL_STUDIO_TOKEN", "from-env")
+    assert token_from(str(path)) == "abc123"
+    assert token_from(None) == "from-env"
+    monkeypatch.setenv("JUDGING_TOKEN", "other")
+    assert token_from("", env="JUDGING_TOKEN") == "other"
+    monkeypatch.delenv("LABEL_STUDIO_TOKEN")
+    with pytest.raises(LabelStudioError, match="LABEL_STUDIO_TOKEN"):
+        token_from(None)
+    with pytest.raises(LabelStudioError, match="cannot read"):
+        token_from(str(tmp_path / "missing"))
+
+
+class _Hostile:
+    """A local server that answers every request with ``status`` and echoes
+    the request's Authorization header and body: the worst case for leaks."""
+
+    def __init__(self, status: int, pad: int = 0) -> None:
+        status_code = status
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                echo = json.dumps({"detail": "x" * pad + f"bad auth {self.headers.get('Authorization')} body {body}"})
+                self.send_response(status_code)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(echo.encode())
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("status", [401, 500])
+@pytest.mark.parametrize("token", ["0123456789abcdef0123456789abcdef01234567",
+                                   "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"])
+@pytest.mark.parametrize("pad", [0, 530])  # 530: a legacy token straddles where a long message is cut
+def test_errors_carry_status_and_message_never_the_token(status, token, pad):
+    hostile = _Hostile(status, pad)
+    try:
+        with pytest.raises(LabelStudioError) as info:
+            LabelStudio(hostile.url, token).project_tasks(1)
+    finally:
+        hostile.close()
+    exc = info.value
+    text = "".join(traceback.format_exception(exc)) + repr(exc) + repr(exc.args)
+    assert exc.status == status
+    assert f"HTTP {status}" in str(exc) and "bad auth" in str(exc)
+    assert token not in text and token[:12] not in text
+    assert "<token>" in str(exc) or str(exc).endswith("...")
+
+
+def test_unreachable_server_is_a_clear_error():
+    port = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    url = f"http://127.0.0.1:{port.server_address[1]}"
+    port.server_close()  # nothing listens there now
+    with pytest.raises(LabelStudioError, match="no answer from") as info:
+        LabelStudio(url, "secret-token-value").create_project("p", "<View/>")
+    assert info.value.status is None and "secret-token-value" not in str(info.value)
+
+
+# -- a real Label Studio -------------------------------------------------------
+
+server = pytest.mark.label_studio  # `-m "not label_studio"` deselects these
+
+
+@pytest.fixture(scope="module")
+def project(label_studio):
+    client = label_studio.client()
+    pid = client.create_project("ragdrift judging 2026-W48", labeling_config(TAGS))
+    created = client.import_tasks(pid, tasks(ITEMS))
+    return client, pid, created
+
+
+@server
+def test_project_holds_exactly_the_imported_tasks(project):
+    client, pid, created = project
+    assert created == len(ITEMS)
+    held = client.project_tasks(pid)
+    assert len(held) == len(ITEMS)
+    assert sorted(t["data"]["item"] for t in held) == sorted(i["item"] for i in ITEMS)
+    by_item = {t["data"]["item"]: t["data"] for t in held}
+    for item in ITEMS:
+        data = by_item[item["item"]]
+        assert [c["chunk"] for c in data["chunks"]] == [c["chunk"] for c in item["chunks"]]
+        assert [c["chunk_id"] for c in data["chunks"]] == [c["chunk_id"] for c in item["chunks"]]
+        assert data["judges"] == item["judges"] and data["query_id"] == item["query"]["id"]
+    # an item for agreement goes to two judges (Label Studio's per-task overlap)
+    assert {t["data"]["item"]: t["overlap"] for t in held} == {i["item"]: i["judges"] for i in ITEMS}
+    assert by_item["2026-W48-0005"]["chunks"][1]["shown"] == "[chunk id] it/laptop#2"
+
+
+@server
+def test_project_tasks_pages(project):
+    client, pid, _ = project
+    assert sorted(t["id"] for t in client.project_tasks(pid, page_size=2)) == \
+        sorted(t["id"] for t in client.project_tasks(pid))
+
+
+@server
+def test_stored_config_has_a_grade_per_chunk_and_the_tags(project):
+    client, pid, _ = project
+    stored = client.project(pid)
+    assert stored["label_config"].strip() == labeling_config(TAGS).strip()
+    parsed = stored["parsed_label_config"]  # the server's own reading of the config
+    assert parsed["grade_{{idx}}"]["type"] == "Choices"
+    assert parsed["grade_{{idx}}"]["to_name"] == ["chunk_{{idx}}"]
+    assert parsed["grade_{{idx}}"]["labels"] == ["0", "1", "2", "3"]
+    assert parsed["grade_{{idx}}"]["inputs"][0]["value"] == "chunks[{{idx}}].shown"
+    assert parsed["tags_{{idx}}"]["labels"] == list(TAGS)
+    for n in (1, 3):
+        assert len(grade_controls(expand(stored["label_config"], n))) == n
+
+
+def judgments(exported: list[dict]) -> list[tuple[str, str, str, list[str], int]]:
+    """(item, chunk, grade, tags, judge) from a JSON export: how grades map back."""
+    out = []
+    for task in exported:
+        chunks = task["data"]["chunks"]
+        for ann in task["annotations"]:
+            if ann.get("was_cancelled"):
+                continue
+            by_index: dict[int, dict] = {}
+            for r in ann["result"]:
+                kind, _, idx = r["from_name"].partition("_")
+                by_index.setdefault(int(idx), {})[kind] = r["value"]["choices"]
+            for idx, got in sorted(by_index.items()):
+                out.append((task["data"]["item"], chunks[idx]["chunk"], got["grade"][0],
+                            got.get("tags", []), ann["completed_by"]))
+    return out
+
+
+@server
+def test_an_annotation_comes_back_through_the_export(project):
+    client, pid, _ = project
+    task = next(t for t in client.project_tasks(pid) if t["data"]["item"] == "2026-W48-0002")
+    result = []
+    for idx, (grade, tags) in enumerate([("3", []), ("1", ["wrong_locale"]), ("0", ["stale", "wrong_version"])]):
+        result.append({"from_name": f"grade_{idx}", "to_name": f"chunk_{idx}", "type": "choices",
+                       "value": {"choices": [grade]}})
+        if tags:
+            result.append({"from_name": f"tags_{idx}", "to_name": f"chunk_{idx}", "type": "choices",
+                           "value": {"choices": tags}})
+    annotation_id = client.annotate(task["id"], result)
+
+    everything = client.export_annotations(pid, all_tasks=True)
+    assert sorted(t["data"]["item"] for t in everything) == sorted(i["item"] for i in ITEMS)
+    exported = client.export_annotations(pid)  # only what was judged
+    assert [t["id"] for t in exported] == [task["id"]]
+    (ann,) = exported[0]["annotations"]
+    assert ann["id"] == annotation_id and ann["result"] == result and not ann["was_cancelled"]
+    judge = ann["completed_by"]
+    assert judgments(exported) == [
+        ("2026-W48-0002", "2026-W48-0002-1", "3", [], judge),
+        ("2026-W48-0002", "2026-W48-0002-2", "1", ["wrong_locale"], judge),
+        ("2026-W48-0002", "2026-W48-0002-3", "0", ["stale", "wrong_version"], judge),
+    ]
+
+
+@server
+def test_personal_access_token_works_too(project, label_studio):
+    client, pid, _ = project
+    pat = client._call("POST", "/api/token/")["token"]  # what a user creates on the Account page
+    assert pat.startswith("eyJ")
+    assert len(LabelStudio(label_studio.url, pat).project_tasks(pid)) == len(ITEMS)
+
+
+@server
+def test_real_server_errors_name_status_and_reason(project, label_studio):
+    client, pid, _ = project
+    wrong = "f" * 40
+    with pytest.raises(LabelStudioError) as info:
+        LabelStudio(label_studio.url, wrong).project_tasks(pid)
+    assert info.value.status == 401 and "Invalid token" in str(info.value) and wrong not in str(info.value)
+    with pytest.raises(LabelStudioError) as info:
+        client.create_project("broken", '<View><Text name="a" value="$a"/>'
+                                        '<Choices name="c" toName="nowhere"><Choice value="x"/></Choices></View>')
+    assert info.value.status == 400 and "nowhere" in str(info.value)
+    assert label_studio.token not in str(info.value)
