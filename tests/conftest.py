@@ -204,6 +204,7 @@ _MARK_BY_FIXTURE = {
     "alertmanager_bin": "prometheus", "amtool_bin": "prometheus",
     "alertmanager": "prometheus", "prometheus_factory": "prometheus",
     "pg_url": "postgres",
+    "label_studio": "label_studio",
 }
 
 
