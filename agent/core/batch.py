@@ -54,31 +54,37 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
     batch_id = f"{week}-{_digest(week, config.salt, *sorted(c.event_id for s in selections.values() for c in s.items))[:8]}"
     chosen = _shuffled([(stratum, c) for stratum, s in selections.items() for c in s.items], batch_id)
     items, key, regression = [], [], []
-    for n, (stratum, c) in enumerate(chosen, 1):
-        item = f"{batch_id}-{n:04d}"
-        order = _shuffled(list(range(len(c.results))), item)
-        double = _share(config.salt, "double", batch_id, item) < config.double_judged_share
+    n = 0
+    for stratum, c in chosen:
+        # An event with nothing admitted (a zero result) has no chunk to grade:
+        # it stays in the key, with its weight, but judges get no item for it.
+        item = None
+        if c.results:
+            n += 1
+            item = f"{batch_id}-{n:04d}"
+        order = _shuffled(list(range(len(c.results))), item or c.event_id)
+        double = item is not None and _share(config.salt, "double", batch_id, item) < config.double_judged_share
         holdout = in_holdout(c.query_id, config.holdout_share, config.salt)
         tau = selections[stratum].tau
-        items.append({
-            "item": item,
-            "judges": 2 if double else 1,
-            "query": {"id": c.query_id, "text": None},
-            "chunks": [{"chunk": f"{item}-{j}", "chunk_id": c.results[i][0], "text": None}
-                       for j, i in enumerate(order, 1)],
-        })
+        chunks = [(f"{item}-{j}", c.results[i]) for j, i in enumerate(order, 1)]
+        if item is not None:
+            items.append({
+                "item": item,
+                "judges": 2 if double else 1,
+                "query": {"id": c.query_id, "text": None},
+                "chunks": [{"chunk": chunk, "chunk_id": result[0], "text": None} for chunk, result in chunks],
+            })
+            if not holdout:
+                regression.append({"item": item, "query_id": c.query_id, "chunk_ids": [r[0] for r in c.results]})
         key.append({
             "item": item, "event_id": c.event_id, "ts": c.ts, "week": week, "stratum": stratum,
             "app": c.app, "query_id": c.query_id, "query_type": c.query_type, "language": c.language,
             "pipeline_version": c.pipeline_version, "cutoff_k": c.cutoff_k,
             "w": c.w, "u": c.u, "priority": c.priority, "tau": tau, "weight": max(c.w, tau) / c.w,
-            "signals": list(c.signals), "holdout": holdout, "judges": 2 if double else 1,
-            "chunks": [{"chunk": f"{item}-{j}", "chunk_id": c.results[i][0], "parent_id": c.results[i][1],
-                        "source": c.results[i][2], "rank": c.results[i][3], "score": c.results[i][4]}
-                       for j, i in enumerate(order, 1)],
+            "signals": list(c.signals), "holdout": holdout, "judges": 2 if double else (1 if item else 0),
+            "chunks": [{"chunk": chunk, "chunk_id": r[0], "parent_id": r[1], "source": r[2], "rank": r[3],
+                        "score": r[4]} for chunk, r in chunks],
         })
-        if not holdout:
-            regression.append({"item": item, "query_id": c.query_id, "chunk_ids": [r[0] for r in c.results]})
     manifest = {
         "format": FORMAT,
         "batch_id": batch_id,
@@ -86,7 +92,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         "seed": batch_id,
         "strata": {
             stratum: {"k": config.budgets.get(stratum, config.default_budget), "tau": s.tau,
-                      "candidates": len(by_stratum[stratum]), "items": len(s.items)}
+                      "candidates": len(by_stratum[stratum]), "sampled": len(s.items)}
             for stratum, s in selections.items()
         },
         "counts": {
@@ -94,6 +100,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
             "chunks": sum(len(i["chunks"]) for i in items),
             "double_judged": sum(i["judges"] == 2 for i in items),
             "holdout": sum(k["holdout"] for k in key),
+            "without_chunks": sum(k["item"] is None for k in key),  # sampled, nothing admitted to judge
         },
         "configuration": dict(config.configuration or {}),
         "baseline": config.baseline,
