@@ -1,0 +1,172 @@
+"""The weekly batch plan: blinded items, the private key, the holdout and the
+regression list; and the per-partition judging state that feeds it."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.core.batch import BatchConfig, build
+from agent.core.config import CoreConfig
+from agent.core.judging import Judging, JudgingConfig
+from agent.core.partitions import Outbox
+from agent.core.reasons import RejectedEvent
+from agent.core.sampling import UNIFORM, Budgets, in_holdout, select
+from agent.core.state import PartitionState
+from agent.synth import generate, parse_incident
+from tests.core.test_properties import FAST
+from tests.core.test_sampler import cand
+
+WEEK = "2026-W48"
+CONFIG = BatchConfig(budgets={UNIFORM: 4}, default_budget=3, holdout_share=0.3, double_judged_share=0.5)
+BLINDED_KEYS = {"item", "judges", "query", "chunks"}
+
+
+def population(n: int = 40) -> list:
+    risky = [cand(f"e{i:03d}", w=1.0 + i % 4, stratum="app|lexical") for i in range(n)]
+    flat = [cand(f"e{i:03d}", w=1.0, stratum=UNIFORM) for i in range(n)]
+    return risky + flat
+
+
+def test_the_batch_takes_the_top_k_of_each_stratum_with_tau():
+    batch = build(WEEK, population(), CONFIG)
+    by_stratum = {}
+    for row in batch.key:
+        by_stratum.setdefault(row["stratum"], set()).add(row["event_id"])
+    risky = select([c for c in population() if c.stratum != UNIFORM], 3)
+    flat = select([c for c in population() if c.stratum == UNIFORM], 4)
+    assert by_stratum == {"app|lexical": {c.event_id for c in risky.items}, UNIFORM: {c.event_id for c in flat.items}}
+    assert batch.manifest["strata"]["app|lexical"] == {"k": 3, "tau": risky.tau, "candidates": 40, "sampled": 3}
+    assert all(row["tau"] == batch.manifest["strata"][row["stratum"]]["tau"] for row in batch.key)
+    assert all(row["weight"] == max(row["w"], row["tau"]) / row["w"] for row in batch.key)
+
+
+def test_judges_see_no_score_rank_pipeline_app_or_stratum():
+    batch = build(WEEK, population(), CONFIG)
+    for item in batch.items:
+        assert set(item) == BLINDED_KEYS
+        assert set(item["query"]) == {"id", "text"}
+        assert all(set(chunk) == {"chunk", "chunk_id", "text"} for chunk in item["chunks"])
+    text = json.dumps(batch.items)
+    for word in ("score", "rank", "pipeline", "stratum", "app|", "weight", "priority", "event_id"):
+        assert word not in text
+
+
+def test_the_same_candidates_give_the_same_batch_in_any_order():
+    first = build(WEEK, population(), CONFIG)
+    again = build(WEEK, list(reversed(population())), CONFIG)
+    assert (first.batch_id, first.manifest, first.items, first.key) == (again.batch_id, again.manifest, again.items,
+                                                                        again.key)
+
+
+def test_chunks_are_shuffled_and_the_key_maps_them_back():
+    many = [cand(f"e{i:03d}", stratum=UNIFORM) for i in range(30)]
+    many = [type(c)(**{**{f: getattr(c, f) for f in c.__struct_fields__},
+                       "results": tuple((f"c{j}", "p", "s", j, 1.0 - j / 10) for j in range(1, 6))}) for c in many]
+    batch = build(WEEK, many, CONFIG)
+    key = {row["item"]: row for row in batch.key}
+    orders = set()
+    for item in batch.items:
+        ranks = [next(c["rank"] for c in key[item["item"]]["chunks"] if c["chunk"] == chunk["chunk"])
+                 for chunk in item["chunks"]]
+        assert sorted(ranks) == [1, 2, 3, 4, 5]
+        orders.add(tuple(ranks))
+    assert len(orders) > 1  # not the rank order every time
+
+
+def test_no_holdout_query_is_in_the_regression_list():
+    batch = build(WEEK, population(200), CONFIG)
+    held = {row["query_id"] for row in batch.key if row["holdout"]}
+    assert held and all(in_holdout(q, CONFIG.holdout_share) for q in held)
+    assert not held & {row["query_id"] for row in batch.regression}
+    assert batch.manifest["counts"]["holdout"] == sum(row["holdout"] for row in batch.key)
+
+
+def test_a_share_of_items_goes_to_two_judges():
+    batch = build(WEEK, population(200), CONFIG)
+    doubles = sum(item["judges"] == 2 for item in batch.items)
+    assert 0 < doubles < len(batch.items)
+    assert batch.manifest["counts"]["double_judged"] == doubles
+
+
+def test_an_event_with_nothing_admitted_stays_in_the_key_without_an_item():
+    empty = type(cand("e1"))(**{**{f: getattr(cand("e1", stratum=UNIFORM), f) for f in cand("e1").__struct_fields__},
+                                "results": ()})
+    batch = build(WEEK, [empty], CONFIG)
+    assert batch.items == [] and batch.key[0]["item"] is None
+    assert batch.manifest["counts"]["without_chunks"] == 1
+
+
+# --------------------------------------------------------------------------- the partition's side
+
+
+def lines(n: int = 1500) -> list[bytes]:
+    return list(generate(n, seed=21, rate=5, incidents=[parse_incident("leak@1")]))
+
+
+def replay(data: list[bytes], config: JudgingConfig) -> PartitionState:
+    state = PartitionState(CoreConfig(), judging=config)
+    for line in data:
+        try:
+            state.process(line)
+        except RejectedEvent:
+            pass
+    return state
+
+
+def kept(judging: Judging) -> set:
+    s = judging.sampler
+    return {(w, st_, c.event_id) for w in s.weeks() for st_ in s.strata(w) for c in s.kept(w, st_)}
+
+
+def test_every_unauthorized_event_is_one_incident():
+    state = replay(lines(), JudgingConfig())
+    _, incidents = state.judging.take()
+    assert incidents and len({i.event_id for i in incidents}) == len(incidents)
+    assert all(i.unauthorized or not i.claims_present for i in incidents)
+
+
+def test_the_outbox_holds_rows_until_a_checkpoint_commits_them():
+    state = replay(lines(600), JudgingConfig(budgets=Budgets(k=2, uniform_k=3)))
+    box = Outbox()
+    box.take(state)
+    first = dict(box.added)
+    assert set(first) == kept(state.judging)
+    state.process(lines(700)[650])  # more work before the (failed) checkpoint is retried
+    box.take(state)
+    assert set(box.added) | set(box.evicted) >= set(first) - set(box.evicted)
+    assert set(box.added) <= kept(state.judging) and not set(box.evicted) & kept(state.judging)
+    box.clear()
+    assert not box.added and not box.evicted and not box.incidents
+
+
+@given(cut=st.integers(0, 600))
+@FAST
+def test_a_partition_restored_from_its_rows_samples_like_an_uninterrupted_one(cut):
+    data = lines(600)
+    config = JudgingConfig(budgets=Budgets(k=2, uniform_k=3))
+    whole = replay(data, config)
+    first = replay(data[:cut], config)
+    box = Outbox()
+    box.take(first)
+    restored = PartitionState(CoreConfig(), judging=config, kept=box.added.values())
+    assert restored.judging.take()[0].added == ()  # what was stored needs no write
+    for line in data[cut:]:
+        try:
+            restored.process(line)
+        except RejectedEvent:
+            pass
+    assert kept(restored.judging) == kept(whole.judging)
+
+
+def test_restoring_under_a_smaller_budget_deletes_the_surplus_rows():
+    data = lines(600)
+    big = replay(data, JudgingConfig(budgets=Budgets(k=5, uniform_k=8)))
+    box = Outbox()
+    box.take(big)
+    small = Judging(JudgingConfig(budgets=Budgets(k=2, uniform_k=3)), box.added.values())
+    changes, _ = small.take()
+    assert set(changes.evicted) == set(box.added) - kept(small)
+    assert changes.added == ()

@@ -1,0 +1,132 @@
+"""Batches on disk and the resolver: files confined to the export directory,
+created once, text only where judges read it."""
+
+from __future__ import annotations
+
+import csv
+import http.server
+import json
+import os
+import stat
+import sys
+import threading
+
+import pytest
+
+from agent.core.batch import BatchConfig, build
+from agent.core.sampling import UNIFORM
+from agent.io import export
+from agent.io.resolver import ResolverError, Texts, resolve
+from tests.core.test_sampler import cand
+
+WEEK = "2026-W48"
+SECRET = "the quarterly revenue of ACME was 12.4M"
+
+
+def batch():
+    return build(WEEK, [cand(f"e{i}", stratum=UNIFORM) for i in range(6)], BatchConfig({}, default_budget=4))
+
+
+def texts() -> Texts:
+    return Texts({"q0000000": "how do I rotate keys"}, {"c1": SECRET})
+
+
+def test_a_batch_writes_its_files_and_keeps_the_key_private(tmp_path):
+    b = batch()
+    directory = export.write(tmp_path, b, export.blinded_items(b, texts()))
+    assert sorted(os.listdir(directory)) == ["items.csv", "items.jsonl", "key.jsonl", "manifest.json", "regression.jsonl"]
+    assert stat.S_IMODE(os.stat(directory / "key.jsonl").st_mode) == 0o600
+    items = [json.loads(line) for line in (directory / "items.jsonl").read_text().splitlines()]
+    assert items[0]["query"]["text"] == "how do I rotate keys" and items[0]["chunks"][0]["text"] == SECRET
+    rows = list(csv.DictReader((directory / "items.csv").open()))
+    assert len(rows) == sum(len(i["chunks"]) for i in items) and rows[0]["chunk_text"] == SECRET
+    # Resolved text is only in what judges read: never in the key, the manifest or the regression list.
+    for name in ("key.jsonl", "manifest.json", "regression.jsonl"):
+        assert SECRET not in (directory / name).read_text()
+    assert json.loads((directory / "manifest.json").read_text()) == b.manifest
+
+
+def test_a_batch_is_never_overwritten(tmp_path):
+    b = batch()
+    export.write(tmp_path, b, b.items)
+    with pytest.raises(export.ExportError, match="never overwritten"):
+        export.write(tmp_path, b, b.items)
+
+
+def test_nothing_is_written_through_a_symlink(tmp_path):
+    b = batch()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "export"
+    root.mkdir()
+    (root / b.batch_id).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(export.ExportError):
+        export.write(root, b, b.items)
+    assert os.listdir(outside) == []
+
+
+@pytest.mark.parametrize("name", ["../escape.json", "/etc/passwd", "a/b/c.txt", ".hidden", "..", "x/../../y"])
+def test_names_outside_the_batch_directory_are_refused(tmp_path, name):
+    b = batch()
+    with pytest.raises(export.ExportError):
+        export.write(tmp_path, b, b.items, extra={name: "x"})
+    assert not (tmp_path.parent / "escape.json").exists()
+
+
+def test_csv_cells_never_start_a_formula(tmp_path):
+    b = batch()
+    formula = Texts({}, {"c1": "=HYPERLINK(\"http://x\")"})
+    directory = export.write(tmp_path, b, export.blinded_items(b, formula))
+    cells = [row["chunk_text"] for row in csv.DictReader((directory / "items.csv").open())]
+    assert cells and all(not cell.startswith("=") for cell in cells)
+
+
+# --------------------------------------------------------------------------- resolvers
+
+
+def test_a_file_resolver_answers_known_ids_only(tmp_path):
+    path = tmp_path / "texts.jsonl"
+    path.write_text('{"kind": "query", "id": "q1", "text": "Q"}\n{"kind": "chunk", "id": "c1", "text": "C"}\n'
+                    '{"kind": "chunk", "id": "other", "text": "not asked"}\n')
+    assert resolve("file", ["q1"], ["c1", "c2"], path=str(path)) == Texts({"q1": "Q"}, {"c1": "C"})
+
+
+def test_a_damaged_resolver_file_names_the_line_not_the_text(tmp_path):
+    path = tmp_path / "texts.jsonl"
+    path.write_text(f'{{"kind": "chunk", "id": "c1", "text": "ok"}}\n{SECRET}\n')
+    with pytest.raises(ResolverError, match="line 2") as info:
+        resolve("file", [], ["c1"], path=str(path))
+    assert SECRET not in str(info.value)
+
+
+def test_a_command_resolver(tmp_path):
+    script = tmp_path / "resolve.py"
+    script.write_text("import json, sys\nask = json.load(sys.stdin)\n"
+                      "print(json.dumps({'queries': {q: q.upper() for q in ask['queries']},"
+                      " 'chunks': {c: 'text of ' + c for c in ask['chunks']}}))\n")
+    got = resolve("command", ["q1"], ["c1"], command=[sys.executable, str(script)])
+    assert got == Texts({"q1": "Q1"}, {"c1": "text of c1"})
+    with pytest.raises(ResolverError, match="exited with 3"):
+        resolve("command", [], [], command=[sys.executable, "-c", "raise SystemExit(3)"])
+
+
+def test_an_http_resolver():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (the standard library's name)
+            ask = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = json.dumps({"queries": {}, "chunks": {c: c * 2 for c in ask["chunks"]}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/resolve"
+        assert resolve("http", [], ["ab"], url=url) == Texts({}, {"ab": "abab"})
+    finally:
+        server.shutdown()
