@@ -3,6 +3,7 @@ on Ctrl-C and on SIGTERM, whatever signal disposition it inherited."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -34,7 +35,8 @@ def test_demo_runs_and_leaves_nothing_behind(tansu_bin, tmp_path, stop_with, sig
     preexec = _ignore_sigint if sigint_ignored else None
     with open(out, "wb") as sink:
         demo = subprocess.Popen(
-            [sys.executable, "-m", "agent.cli", "demo", "--port", str(port), "--rate", "200"],
+            [sys.executable, "-m", "agent.cli", "demo", "--port", str(port), "--rate", "200",
+             "--dir", str(tmp_path / "demo")],
             stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
             preexec_fn=preexec,
         )
@@ -57,3 +59,43 @@ def test_demo_runs_and_leaves_nothing_behind(tansu_bin, tmp_path, stop_with, sig
     assert "ragdrift demo: stopped" in text
     assert not _port_open("127.0.0.1", int(broker.group(1))), "the demo left its broker running"
     assert not _port_open("127.0.0.1", port), "the demo left its metrics endpoint open"
+
+
+def test_a_judgment_batch_of_the_demo_traffic(tansu_bin, tmp_path):
+    """The README's walk: run the demo, stop it, build a batch from what it stored."""
+    port = free_port()
+    directory = tmp_path / "demo"
+    with open(tmp_path / "demo.out", "wb") as sink:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "agent.cli", "demo", "--port", str(port), "--rate", "300", "--dir", str(directory)],
+            stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+    try:
+        def checkpointed() -> float:
+            text = http_get(f"http://127.0.0.1:{port}/metrics", timeout=2).decode()
+            match = re.search(r'^ragdrift_checkpoints_total\{outcome="ok"\} (\S+)$', text, re.M)
+            return float(match.group(1)) if match else 0.0
+
+        wait_until(lambda: checkpointed() >= 3, 90, 0.2, "demo checkpoints")
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(20) == 0
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    week = re.search(r"--week (\d{4}-W\d{2})", (tmp_path / "demo.out").read_text()).group(1)
+    built = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "batch", "build", "--config", str(directory / "ragdrift.yaml"),
+         "--week", week, "--format", "label-studio"],
+        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120,
+    )
+    assert built.returncode == 0, built.stderr
+    batch = next((directory / "batches").iterdir())
+    assert sorted(p.name for p in batch.iterdir()) == ["items.csv", "items.jsonl", "key.jsonl", "label-studio",
+                                                       "manifest.json", "regression.jsonl"]
+    items = [json.loads(line) for line in (batch / "items.jsonl").read_text().splitlines()]
+    assert items and all(i["query"]["text"].startswith("[synthetic]") for i in items)
+    assert all(c["text"].startswith("[synthetic]") for i in items for c in i["chunks"])
+    assert "[synthetic]" not in (batch / "key.jsonl").read_text()
+    tasks = json.loads((batch / "label-studio" / "tasks.json").read_text())
+    assert [t["data"]["item"] for t in tasks] == [i["item"] for i in items]
+    assert f"{len(items)} items for {week}" in built.stdout

@@ -16,6 +16,8 @@ def add_parser(commands) -> None:
     demo_.add_argument("--port", type=int, default=9108, help="metrics port (0 picks a free one)")
     demo_.add_argument("--minutes", type=float, default=0, help="stop after this many minutes (0: until Ctrl-C)")
     demo_.add_argument("--seed", type=int, default=1)
+    demo_.add_argument("--dir", default="ragdrift-demo", metavar="DIR",
+                       help="where the demo keeps its store, batches and configuration (default: ragdrift-demo)")
     demo_.set_defaults(handler=demo)
 
 
@@ -27,4 +29,4 @@ def demo(args: argparse.Namespace) -> int:
         tansu_bin()  # before anything starts: without the `demo` extra, one line that says what to install
     except BrokerMissing as exc:
         raise UsageError(str(exc)) from None
-    return Demo(rate=args.rate, port=args.port, minutes=args.minutes, seed=args.seed).run()
+    return Demo(rate=args.rate, port=args.port, minutes=args.minutes, seed=args.seed, directory=args.dir).run()

@@ -1,28 +1,34 @@
 """`ragdrift demo`: an embedded broker, live traffic with incidents, and the agent.
 
 Everything runs in this process or as its child (the tansu broker), and
-Ctrl-C or SIGTERM stops all of it, leaving no process behind.
+Ctrl-C or SIGTERM stops all of it, leaving no process behind. What the agent
+stores stays in the demo's directory (`ragdrift-demo/` by default), with a
+configuration for the other commands: `ragdrift batch build --config
+ragdrift-demo/ragdrift.yaml --week ...` builds a judgment batch of the demo's
+traffic, with made-up text from the demo's resolver (agent/demo/resolver.py).
 """
 
 from __future__ import annotations
 
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
 
 from agent import synth
 from agent.core.access import UNAUTHORIZED_RESULTS
 from agent.core.freshness import STALE_RESULTS
+from agent.core.sampling import iso_week
 from agent.core.snapshot import Snapshot
 from agent.core.tally import Counter, Tally
 from agent.core.zero_results import RETRIEVALS, ZERO_RESULTS
 from agent.demo.broker import Tansu
 from agent.io import logs
-from agent.io.settings import KafkaSettings, LogSettings, MetricsSettings, Settings, StoreSettings
+from agent.io.settings import load
 from agent.service import build
 
 TOPIC = "retrieval.v1"
@@ -32,7 +38,9 @@ SCHEDULE = ("leak@2", "stale@5", "score-drift@8")
 
 
 class Demo:
-    def __init__(self, rate: float = 50.0, port: int = 9108, minutes: float = 0, seed: int = 1, out=sys.stdout):
+    def __init__(self, rate: float = 50.0, port: int = 9108, minutes: float = 0, seed: int = 1, out=sys.stdout,
+                 directory: str = "ragdrift-demo"):
+        self.directory = Path(directory)
         self.rate = rate
         self.port = port
         self.minutes = minutes
@@ -47,21 +55,13 @@ class Demo:
         # or a process manager may start us with SIGINT ignored.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop.set())
-        workdir = tempfile.mkdtemp(prefix="ragdrift-demo-")
         broker = Tansu().start()
         running = None
         threads: list[threading.Thread] = []
         try:
             broker.create_topic(TOPIC, 3)
             broker.create_topic(DLQ, 1)
-            settings = Settings(
-                kafka=KafkaSettings(bootstrap_servers=broker.bootstrap, topics=[TOPIC], dead_letter_topic=DLQ,
-                                    group_id="ragdrift-demo", session_timeout_ms=6000, heartbeat_interval_ms=1000),
-                store=StoreSettings(url=f"sqlite:///{workdir}/state.db"),
-                metrics=MetricsSettings(address="127.0.0.1", port=self.port),
-                logging=LogSettings(format="auto", level="ERROR"),
-            )
-            running = build(settings)
+            running = build(load(self._configure(broker.bootstrap), environ={}))
             threads = [
                 threading.Thread(target=running.agent.run, name="agent", daemon=True),
                 threading.Thread(target=self._traffic, args=(broker.bootstrap,), name="traffic", daemon=True),
@@ -71,6 +71,8 @@ class Demo:
             print(f"ragdrift demo: metrics at http://127.0.0.1:{running.server.port}/metrics", file=self.out)
             print(f"broker (tansu) at {broker.bootstrap}, topics {TOPIC} and {DLQ}", file=self.out)
             print(f"incidents: {', '.join(SCHEDULE)} (minutes from now); Ctrl-C stops", file=self.out)
+            print(f"a judgment batch of this traffic, any time: ragdrift batch build --config "
+                  f"{self.directory / 'ragdrift.yaml'} --week {iso_week(time.time())}", file=self.out)
             self._watch(running.agent, threads[0])
         finally:
             self.stop.set()
@@ -81,9 +83,29 @@ class Demo:
             if running is not None:
                 running.close()
             broker.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
         print("\nragdrift demo: stopped", file=self.out)
         return 0
+
+    def _configure(self, bootstrap: str) -> Path:
+        """The demo's directory: a fresh store (the embedded broker keeps
+        nothing across runs), batches kept, and the configuration file."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        store = self.directory / "state.db"
+        for stale in self.directory.glob("state.db*"):
+            stale.unlink()
+        config = {
+            "kafka": {"bootstrap_servers": bootstrap, "topics": [TOPIC], "dead_letter_topic": DLQ,
+                      "group_id": "ragdrift-demo", "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000},
+            "store": {"url": f"sqlite:///{store.resolve()}"},
+            "metrics": {"address": "127.0.0.1", "port": self.port},
+            "logging": {"format": "auto", "level": "ERROR"},
+            "judgment": {"export_dir": str((self.directory / "batches").resolve()), "budget": 5, "uniform_budget": 20,
+                         "resolver": {"kind": "command", "command": [sys.executable, "-m", "agent.demo.resolver"]}},
+        }
+        path = self.directory / "ragdrift.yaml"
+        path.write_text("# Written by `ragdrift demo` for the commands that read its store.\n"
+                        + yaml.safe_dump(config, sort_keys=False))
+        return path
 
     def _traffic(self, bootstrap: str) -> None:
         from kafka import KafkaProducer
