@@ -301,3 +301,28 @@ def test_real_server_errors_name_status_and_reason(project, label_studio):
                                         '<Choices name="c" toName="nowhere"><Choice value="x"/></Choices></View>')
     assert info.value.status == 400 and "nowhere" in str(info.value)
     assert label_studio.token not in str(info.value)
+
+
+@server
+def test_a_batch_built_with_a_label_studio_url_becomes_a_project_of_its_items(label_studio, tmp_path):
+    """`ragdrift batch build --label-studio-url`: the project holds exactly the batch's items."""
+    from agent.core.sampling import UNIFORM
+    from agent.io.queue import TABLES, Queue
+    from agent.io.settings import load
+    from agent.io.store import Store
+    from agent.jobs import batch
+    from tests.core.test_sampler import cand
+
+    settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"),
+                           "RAGDRIFT_STORE__URL": f"sqlite:///{tmp_path}/s.db"})
+    queue = Queue(Store(settings.store.url, None, TABLES))
+    rows = [cand(f"e{i}", stratum=UNIFORM, week="2026-W48") for i in range(8)]
+    with queue.store.engine.begin() as conn:
+        queue.writes("ragdrift", "t", 0, rows, (), ())(conn)
+    built = batch.build(settings, queue, "2026-W48", label_studio_url=label_studio.url, token=label_studio.token)
+    items = [json.loads(line) for line in (built.directory / "items.jsonl").read_text().splitlines()]
+    client = label_studio.client()
+    held = client.project_tasks(built.project)
+    assert sorted(t["data"]["item"] for t in held) == sorted(i["item"] for i in items) and len(held) == built.items
+    assert client.project(built.project)["label_config"].strip() == labeling_config(TAGS).strip()
+    assert (built.directory / "label-studio" / "tasks.json").exists()

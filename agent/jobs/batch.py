@@ -22,7 +22,6 @@ from agent.io.queue import Queue
 from agent.io.settings import THRESHOLDS, Settings, risk_config
 
 log = logging.getLogger("ragdrift.batch")
-TAGS = ("stale", "duplicate", "unauthorized", "wrong_locale", "wrong_version", "low_authority")  # DESIGN.md
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def build(settings: Settings, queue: Queue, week: str, out: str | None = None, l
     )
     items = export.blinded_items(batch, texts)
     extra = {}
-    config = label_studio.labeling_config(TAGS)
+    config = label_studio.labeling_config(label_studio.TAGS)
     tasks = label_studio.tasks(items)
     if label_studio_files or label_studio_url:
         extra = {"label-studio/tasks.json": json.dumps(tasks, ensure_ascii=False, indent=1) + "\n",
