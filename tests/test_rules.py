@@ -36,6 +36,7 @@ ALERTS = {
     "RagdriftCheckpointStale": "ticket",
     "RagdriftKafkaUnreachable": "page",
     "RagdriftDeadLetters": "ticket",
+    "RagdriftJudgmentBatchMissing": "ticket",
     "RagdriftWatchdog": "none",
 }
 
