@@ -1,0 +1,95 @@
+"""`ragdrift batch build`, `ragdrift security list` and the queues' metrics,
+on a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from agent.cli import main
+from agent.core.sampling import UNIFORM
+from agent.core.security import Incident
+from agent.io.queue import TABLES, Queue
+from agent.io.scheduler import JudgmentCollector, Judging
+from agent.io.settings import load
+from agent.io.store import Store
+from tests.core.test_sampler import cand
+
+WEEK = "2026-W48"
+
+
+def incident(event_id: str, ts: float) -> Incident:
+    return Incident(event_id=event_id, ts=ts, app="support", query_id="q0000000", tenant="acme",
+                    claims_present=True, pipeline_version="v1", results=5,
+                    unauthorized=(("c9", "wiki", 2, "globex", True),))
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "ragdrift.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": {"url": f"sqlite:///{tmp_path}/state.db"},
+        "judgment": {"export_dir": str(tmp_path / "batches"), "budget": 3, "uniform_budget": 4},
+    }))
+    queue = Queue(Store(load(path).store.url, None, TABLES))
+    rows = [cand(f"e{i}", w=1 + i % 3, stratum="support|lexical", week=WEEK) for i in range(10)]
+    rows += [cand(f"e{i}", stratum=UNIFORM, week=WEEK) for i in range(10)]
+    with queue.store.engine.begin() as conn:
+        queue.writes("ragdrift", "t", 0, rows, (), [incident("a1", 1_764_000_000.0), incident("a2", 1_764_100_000.0)])(conn)
+    yield path
+    queue.store.close()
+
+
+def test_batch_build_writes_a_batch_once(config, tmp_path, capsys):
+    assert main(["batch", "build", "--config", str(config), "--week", WEEK]) == 0
+    out = capsys.readouterr().out
+    (directory,) = (tmp_path / "batches").iterdir()
+    assert f"{directory.name}: 7 items for {WEEK} in {directory}" in out
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["strata"]["support|lexical"]["k"] == 3 and manifest["strata"][UNIFORM]["k"] == 4
+    assert main(["batch", "build", "--config", str(config), "--week", WEEK]) == 2
+    assert "never overwritten" in capsys.readouterr().err
+
+
+def test_building_a_week_twice_gives_the_same_batch(config, tmp_path):
+    for out in ("one", "two"):
+        assert main(["batch", "build", "--config", str(config), "--week", WEEK, "--out", str(tmp_path / out)]) == 0
+    (one,), (two,) = (tmp_path / "one").iterdir(), (tmp_path / "two").iterdir()
+    assert one.name == two.name
+    for name in ("manifest.json", "items.jsonl", "items.csv", "key.jsonl", "regression.jsonl"):
+        assert (one / name).read_bytes() == (two / name).read_bytes()
+
+
+@pytest.mark.parametrize("week", ["2026-48", "2026W48", "last", "2026-W48/../x"])
+def test_a_bad_week_is_a_usage_error(config, week, capsys):
+    assert main(["batch", "build", "--config", str(config), "--week", week]) == 2
+    assert "ISO week" in capsys.readouterr().err
+
+
+def test_security_list(config, capsys):
+    assert main(["security", "list", "--config", str(config), "--format", "json"]) == 0
+    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [x["event_id"] for x in listed] == ["a1", "a2"]
+    assert main(["security", "list", "--config", str(config), "--since", "2025-11-25T00:00:00Z"]) == 0
+    table = capsys.readouterr().out
+    assert "a2" in table and "a1" not in table and "c9" in table
+    assert main(["security", "list", "--config", str(config), "--since", "yesterday"]) == 2
+
+
+def test_the_queues_figures_as_metrics(config):
+    settings = load(config)
+    queue = Queue(Store(settings.store.url, None, TABLES))
+    judging = Judging(settings, queue, top_n=1)
+    registry = CollectorRegistry()
+    registry.register(JudgmentCollector(judging))
+    assert registry.get_sample_value("ragdrift_judgment_batch_failures_total") == 0
+    assert registry.get_sample_value("ragdrift_judgment_batch_last_timestamp_seconds") is None
+    queue.record_batch("ragdrift", WEEK, "b", 1_764_000_000.0, 7, "/x")
+    judging.refresh()
+    assert registry.get_sample_value("ragdrift_security_queue_events") == 2
+    assert registry.get_sample_value("ragdrift_judgment_batch_last_timestamp_seconds") == 1_764_000_000.0
+    assert registry.get_sample_value("ragdrift_judgment_batch_last_items") == 7
+    queue.store.close()
