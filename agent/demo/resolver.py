@@ -15,8 +15,9 @@ import json
 import re
 import sys
 
-_SOURCES = {"WIKI": "Intranet wiki", "API": "API reference", "REL": "Release notes", "HR": "HR handbook",
-            "KB": "Support knowledge base", "POL": "Policy library"}
+_SOURCES = {"HRP": "HR policies", "BEN": "Benefits guide", "PAY": "Payroll FAQ", "WIKI": "Intranet wiki",
+            "KB": "Knowledge base", "TCK": "Resolved ticket", "DOC": "Product docs", "REL": "Release notes",
+            "API": "API reference"}  # the synthetic corpus's sources (agent/synth/deployment.py)
 _TOPICS = ("rotating API keys", "the VPN client on Linux", "parental leave", "the expense policy", "SSO login errors",
            "the 4.2 release", "rate limits", "travel booking", "password resets", "data retention")
 _CHUNK = re.compile(r"(?P<kind>[A-Z]+)-(?P<doc>\d+)#v(?P<version>\d+)\.c(?P<part>\d+)\Z")

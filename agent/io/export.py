@@ -120,13 +120,14 @@ def _csv(items: list[dict]) -> str:
     writer.writerow(["item", "judges", "query_id", "query_text", "chunk", "chunk_id", "chunk_text"])
     for item in items:
         for chunk in item["chunks"]:
-            writer.writerow([item["item"], item["judges"], item["query"]["id"], _cell(item["query"]["text"]),
-                             chunk["chunk"], chunk["chunk_id"], _cell(chunk["text"])])
+            writer.writerow([item["item"], item["judges"], _cell(item["query"]["id"]), _cell(item["query"]["text"]),
+                             chunk["chunk"], _cell(chunk["chunk_id"]), _cell(chunk["text"])])
     return out.getvalue()
 
 
 def _cell(text: str | None) -> str:
-    """Resolved text as a spreadsheet shows it, never as a formula (OWASP's CSV injection advice)."""
+    """Text or an id as a spreadsheet shows it, never as a formula (OWASP's
+    CSV injection advice: a leading = + - @ tab or CR gets a quote)."""
     if not text:
         return ""
     return "'" + text if text[0] in "=+-@\t\r" else text
