@@ -1,8 +1,10 @@
 """Decode + core throughput beside plain JSON decoding of the same lines.
 
-Prints events per second for `orjson.loads`, `json.loads` and the agent's
-decode + every metric family, and the ratio against orjson measured in the
-same run. Target: decode + core >= 0.25 of orjson.loads (stretch 0.35).
+Prints events per second for `orjson.loads`, `json.loads`, the agent's
+decode + every metric family, and the same with the judgment queue (risk,
+sampling, security incidents) as the agent runs it, and each one's ratio
+against orjson measured in the same run. Target: decode + core >= 0.25 of
+orjson.loads (stretch 0.35).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 import orjson
 
 from agent.core.config import CoreConfig
+from agent.core.judging import JudgingConfig
 from agent.core.state import PartitionState
 from agent.synth import generate
 
@@ -38,8 +41,14 @@ def plain_json(lines: list[bytes]) -> None:
         json.loads(line)
 
 
-def agent_path(lines: list[bytes]) -> None:
+def families(lines: list[bytes]) -> None:
     state = PartitionState(CoreConfig())
+    for line in lines:
+        state.process(line)
+
+
+def with_judging(lines: list[bytes]) -> None:
+    state = PartitionState(CoreConfig(), judging=JudgingConfig())  # as the agent runs it
     for line in lines:
         state.process(line)
 
@@ -55,7 +64,8 @@ def main() -> None:
     rows = [
         ("orjson.loads (baseline)", baseline),
         ("json.loads", best_rate(plain_json, lines, args.repeats)),
-        ("decode + core", best_rate(agent_path, lines, args.repeats)),
+        ("decode + core", best_rate(families, lines, args.repeats)),
+        ("  + judgment queue", best_rate(with_judging, lines, args.repeats)),
     ]
     print(f"{len(lines)} generated events, {size:.0f} bytes each on average")
     for name, rate in rows:

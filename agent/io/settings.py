@@ -23,7 +23,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.judging import JudgingConfig
-from agent.core.sampling import SIGNALS, Budgets, RiskConfig
+from agent.core.sampling import HOLDOUT_SHARE, SIGNALS, Budgets, RiskConfig
 
 THRESHOLDS = ("top1_low", "gap_small", "rerank_shift", "new_terms_min", "rare_share")  # RiskConfig's
 
@@ -120,13 +120,13 @@ class JudgmentSettings:
     """The judgment queue (docs/judgments.md): sampling, the weekly batch, its export."""
 
     enabled: bool = True
-    budget: int = 20  # K: items per risk stratum (app x query type) and week
-    uniform_budget: int = 50  # K of the uniform stratum
+    budget: int = Budgets.k  # K: items per risk stratum (app x query type) and week
+    uniform_budget: int = Budgets.uniform_k  # K of the uniform stratum
     budgets: dict[str, int] = field(default_factory=dict)  # per stratum "app|query_type"
-    max_strata: int = 200  # risk strata per week and partition; more share the stratum "other"
+    max_strata: int = Budgets.max_strata  # risk strata per week and partition; more share the stratum "other"
     weights: dict[str, float] = field(default_factory=dict)  # risk signal -> weight, over the defaults
     thresholds: dict[str, float] = field(default_factory=dict)  # over the defaults
-    holdout_share: float = 0.10
+    holdout_share: float = HOLDOUT_SHARE
     double_judged_share: float = 0.10
     salt: str = ""
     schedule: str = "0 6 * * mon"  # cron (minute hour day month day-of-week), UTC

@@ -56,9 +56,9 @@ class Budgets:
     """How many events per week each stratum samples, and the memory bounds."""
 
     k: int = 20  # per risk stratum (app x query type) and week
-    uniform_k: int = 200  # the uniform stratum, per week
+    uniform_k: int = 50  # the uniform stratum, per week
     k_by_stratum: dict[str, int] = field(default_factory=dict)  # overrides of k, by stratum key
-    max_strata: int = 100  # risk strata per week before folding into `other`
+    max_strata: int = 200  # risk strata per week before folding into `other`
     keep_weeks: int = 2  # the current week and the one before (late events)
 
     def __post_init__(self) -> None:
