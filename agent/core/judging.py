@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from agent.core.facts import Facts
 from agent.core.sampling import (
+    UNIFORM,
     Budgets,
     Candidate,
     Changes,
@@ -28,9 +29,9 @@ from agent.core.sampling import (
     RiskConfig,
     Sampler,
     assess,
-    candidates_of,
+    candidate,
     iso_week,
-    strata_for,
+    stratum_key,
     uniform,
 )
 from agent.core.security import Incident, incident_of
@@ -53,9 +54,9 @@ class Judging:
         self.config = config
         self.sampler = Sampler(config.budgets)
         stored = set()
-        for candidate in kept:  # what the store holds for this partition
-            stored.add(_row(candidate))
-            self.sampler.offer(candidate)
+        for row in kept:  # what the store holds for this partition
+            stored.add(_row(row))
+            self.sampler.offer(row)
         # Rows already stored need no write; under smaller budgets (or fewer
         # strata) some are let go or move to `other`, and those changes do.
         changes = self.sampler.take_changes()
@@ -75,15 +76,23 @@ class Judging:
             if now != self._current:
                 self.sampler.advance(now)
                 self._current = now
-        config = self.config
-        risk = assess(facts, new_terms, config.risk, config.reference)
+        config, sampler = self.config, self.sampler
         event = facts.event
+        event_id = event.event_id
         week = self._week(facts.ts)
-        u = uniform(event.event_id, week, config.salt)
-        if any(self.sampler.may_keep(week, stratum, (w / u, event.event_id))
-               for stratum, w in strata_for(event.app, event.query.type, risk.weight)):
-            for candidate in candidates_of(facts, risk, config.salt):
-                self.sampler.offer(candidate)
+        u = uniform(event_id, week, config.salt)
+        stratum = stratum_key(event.app, event.query.type)
+        # Most events cannot enter a full reservoir: tell those apart before
+        # assessing the risk (even the largest weight would not do) or
+        # building candidates.
+        open_uniform = sampler.may_keep(week, UNIFORM, (1.0 / u, event_id))
+        if not open_uniform and not sampler.may_keep(week, stratum, (config.risk.max_weight / u, event_id)):
+            return
+        risk = assess(facts, new_terms, config.risk, config.reference)
+        if sampler.may_keep(week, stratum, (risk.weight / u, event_id)):
+            sampler.offer(candidate(facts, stratum, risk.weight, week, u, risk.signals))
+        if open_uniform:
+            sampler.offer(candidate(facts, UNIFORM, 1.0, week, u, risk.signals))
 
     def take(self) -> tuple[Changes, list[Incident]]:
         """The candidate rows that changed and the incidents queued since the last call."""

@@ -8,6 +8,7 @@ from agent.core.sampling.candidate import (
     Candidate,
     ResultRef,
     Selection,
+    candidate,
     candidates_of,
     select,
     strata_for,
@@ -62,6 +63,6 @@ __all__ = [
     "THUMBS_DOWN", "UNAUTHORIZED", "UNIFORM", "ZERO_RESULT",
     "Budgets", "Candidate", "Changes", "Estimate", "Reference", "ResultRef", "Risk", "RiskConfig", "RowKey",
     "Sampler", "Selection",
-    "assess", "candidates_of", "estimate", "estimate_total", "ht_weight", "in_holdout", "iso_week", "select",
+    "assess", "candidate", "candidates_of", "estimate", "estimate_total", "ht_weight", "in_holdout", "iso_week", "select",
     "shift_week", "strata_for", "stratum_key", "uniform", "variance", "week_bounds",
 ]  # fmt: skip

@@ -73,34 +73,34 @@ def candidates_of(facts: Facts, risk: Risk, salt: str = "", stratum: str | None 
     replaces the risk stratum's key, e.g. one built from bounded label values
     (`stratum_key(labels["app"](app), labels["query_type"](query_type))`)."""
     event = facts.event
-    query = event.query
     week = iso_week(facts.ts)
     u = uniform(event.event_id, week, salt)
-    results = tuple((r.chunk_id, r.parent_id, r.source, r.rank, r.score) for r in facts.admitted)
-    language = query.language.lower() if query.language else UNKNOWN
-    version = event.pipeline.version if event.pipeline is not None else None
-    strata = strata_for(event.app, query.type, risk.weight)
+    strata = strata_for(event.app, event.query.type, risk.weight)
     if stratum is not None:
         strata = tuple((stratum if key != UNIFORM else key, w) for key, w in strata)
-    return tuple(
-        Candidate(
-            event_id=event.event_id,
-            ts=facts.ts,
-            week=week,
-            stratum=key,
-            app=event.app,
-            query_id=query.id,
-            query_type=query.type or UNKNOWN,
-            language=language,
-            cutoff_k=event.cutoff_k,
-            pipeline_version=version,
-            results=results,
-            w=w,
-            u=u,
-            priority=w / u,
-            signals=risk.signals,
-        )
-        for key, w in strata
+    return tuple(candidate(facts, key, w, week, u, risk.signals) for key, w in strata)
+
+
+def candidate(facts: Facts, stratum: str, w: float, week: str, u: float, signals: tuple[str, ...]) -> Candidate:
+    """One candidate of the event, its week and uniform already known."""
+    event = facts.event
+    query = event.query
+    return Candidate(
+        event_id=event.event_id,
+        ts=facts.ts,
+        week=week,
+        stratum=stratum,
+        app=event.app,
+        query_id=query.id,
+        query_type=query.type or UNKNOWN,
+        language=query.language.lower() if query.language else UNKNOWN,
+        cutoff_k=event.cutoff_k,
+        pipeline_version=event.pipeline.version if event.pipeline is not None else None,
+        results=tuple((r.chunk_id, r.parent_id, r.source, r.rank, r.score) for r in facts.admitted),
+        w=w,
+        u=u,
+        priority=w / u,
+        signals=signals,
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from hashlib import blake2b
 
 HOLDOUT_SHARE = 0.10  # DESIGN.md: default share of sampled queries held out
@@ -59,8 +60,14 @@ def _unit(digest: bytes) -> float:
 def uniform(event_id: str, week: str, salt: str = "") -> float:
     """The event's uniform in (0, 1] for this week; the salt is length-prefixed
     so no (salt, event_id) pair hashes like another."""
-    data = f"{len(salt)}:{salt}\x00{event_id}\x00{week}".encode()
-    return _unit(blake2b(data, digest_size=8, person=_SAMPLE).digest())
+    digest = _salted(salt).copy()  # the salt's prefix hashed once: this runs for every event
+    digest.update(f"{event_id}\x00{week}".encode())
+    return _unit(digest.digest())
+
+
+@lru_cache(maxsize=8)
+def _salted(salt: str):
+    return blake2b(f"{len(salt)}:{salt}\x00".encode(), digest_size=8, person=_SAMPLE)
 
 
 def in_holdout(query_id: str, share: float = HOLDOUT_SHARE, salt: str = "") -> bool:

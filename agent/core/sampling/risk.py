@@ -104,6 +104,7 @@ class RiskConfig:
         if not 0 <= self.rare_share <= 1:
             raise ValueError("rare_share must be in [0, 1]")
         object.__setattr__(self, "_weights", {name: float(merged[name]) for name in SIGNALS})
+        object.__setattr__(self, "max_weight", 1.0 + sum(self._weights.values()))  # every signal at once
 
     def weight(self, signal: str) -> float:
         return self._weights[signal]
