@@ -162,7 +162,10 @@ class Ownership:
     def _restore(self, tp: TopicPartition, stored: Checkpoint) -> Owned:
         self.consumer.seek(tp, stored.next_offset)
         try:
-            kept = self.queue.partition_candidates(self.kafka.group_id, tp.topic, tp.partition) if self.queue else ()
+            kept = ()
+            if self.queue is not None and self.judging is not None:
+                kept = self.queue.partition_candidates(self.kafka.group_id, tp.topic, tp.partition,
+                                                       self.judging.budgets.keep_weeks + 1)
             state = PartitionState.from_dict(self.core, stored.state, stored.sealed, judging=self.judging, kept=kept)
         except StateError as exc:
             # A state this release cannot read (written by a newer one, or

@@ -9,13 +9,14 @@ import random
 import threading
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
 import yaml
 from kafka import KafkaProducer
-from sqlalchemy import func, select as sql_select
+from sqlalchemy import func
+from sqlalchemy import select as sql_select
 
 from agent import synth
 from agent.core import batch as batches
@@ -32,7 +33,14 @@ from agent.io.scheduler import Judging
 from agent.io.settings import judging_config, load
 from agent.io.store import Store
 from agent.jobs.batch import build, config_of, last_week, weekly
-from tests.agentctl import CORE, AgentProcess, agent_config, caught_up, new_port, read_partitions
+from tests.agentctl import (
+    CORE,
+    AgentProcess,
+    agent_config,
+    caught_up,
+    new_port,
+    read_partitions,
+)
 from tests.services import unique_name
 
 pytestmark = pytest.mark.broker
@@ -40,7 +48,7 @@ JUDGMENT = {"budget": 5, "uniform_budget": 10, "salt": "judgment-test-salt"}  # 
 
 
 def _ago(**delta) -> datetime:
-    return datetime.now(timezone.utc) - timedelta(**delta)
+    return datetime.now(UTC) - timedelta(**delta)
 
 
 def _lines(n: int, seed: int, start: datetime, rate: float = 20) -> list[bytes]:
@@ -186,7 +194,7 @@ def test_two_agents_on_postgres_build_the_batch_one_agent_would(broker, make_top
             agent.launch()
         for agent in agents:
             agent.wait_serving()
-        owned = lambda a: a.value("ragdrift_assigned_partitions")  # noqa: E731
+        owned = lambda a: a.value("ragdrift_assigned_partitions")
         wait_until(lambda: owned(agents[0]) + owned(agents[1]) == 3 and owned(agents[0]) * owned(agents[1]) > 0,
                    60, 0.2, "partitions split between both agents")
         lines = _lines(2000, 41, _ago(days=7)) + _lines(1000, 42, _ago(minutes=3))
@@ -283,7 +291,7 @@ def test_the_scheduler_builds_last_weeks_batch(pg_url, tmp_path):
     judging = Judging(settings, queue, 10).start()
     try:
         # The real job, fired now rather than next Monday at 06:00.
-        judging.scheduler.modify_job("weekly-batch", next_run_time=datetime.now(timezone.utc))
+        judging.scheduler.modify_job("weekly-batch", next_run_time=datetime.now(UTC))
         row = wait_until(lambda: queue.batch_of(group, last_week(time.time())), 30, 0.1, "weekly batch recorded")
         assert (tmp_path / group / row["batch_id"] / "manifest.json").exists()
         wait_until(lambda: judging.status.last_batch_items == row["items"] > 0, 10, 0.1, "status refreshed")

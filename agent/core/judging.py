@@ -53,10 +53,16 @@ class Judging:
     def __init__(self, config: JudgingConfig, kept: Iterable[Candidate] = ()):
         self.config = config
         self.sampler = Sampler(config.budgets)
+        # The store keeps every past week's rows (each week's sample, for its
+        # batch); the sampler holds at most keep_weeks + 1 weeks. Restore the
+        # newest of them and leave the others alone: they are not its to delete.
+        kept = list(kept)
+        held = set(sorted({row.week for row in kept})[-(config.budgets.keep_weeks + 1):])
         stored = set()
         for row in kept:  # what the store holds for this partition
-            stored.add(_row(row))
-            self.sampler.offer(row)
+            if row.week in held:
+                stored.add(_row(row))
+                self.sampler.offer(row)
         # Rows already stored need no write; under smaller budgets (or fewer
         # strata) some are let go or move to `other`, and those changes do.
         changes = self.sampler.take_changes()

@@ -123,10 +123,16 @@ class Queue:
 
         return write
 
-    def partition_candidates(self, group_id: str, topic: str, partition: int) -> list[Candidate]:
-        """What one partition's sampler held at its last checkpoint."""
+    def partition_candidates(self, group_id: str, topic: str, partition: int,
+                             weeks: int | None = None) -> list[Candidate]:
+        """One partition's candidates as of its last checkpoint: of its `weeks`
+        newest weeks (what its sampler holds), or of every week."""
         c = self.candidates.c
         query = select(c.candidate).where(c.group_id == group_id, c.topic == topic, c.partition == partition)
+        if weeks is not None:
+            newest = select(c.week).where(c.group_id == group_id, c.topic == topic, c.partition == partition)
+            recent = [row.week for row in self._read(newest.distinct().order_by(c.week.desc()).limit(weeks))]
+            query = query.where(c.week.in_(recent))
         return [_CANDIDATE.decode(row.candidate) for row in self._read(query)]
 
     def week_candidates(self, group_id: str, week: str) -> list[Candidate]:
