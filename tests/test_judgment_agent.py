@@ -22,7 +22,9 @@ from agent import synth
 from agent.core import batch as batches
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
+from agent.cli import main
 from agent.core.judging import Judging as PartitionJudging
+from agent.core.judging import samples
 from agent.core.reasons import RejectedEvent
 from agent.core.sampling import select
 from agent.core.state import PartitionState
@@ -152,19 +154,30 @@ def killed_run(broker, tmp_path_factory):
         wait_until(lambda: caught_up(url, group, topic, records), 120, 0.2, "agent caught up")
         store = Store(url, None, TABLES)
         yield SimpleNamespace(lines=lines, records=records, topic=topic, group=group, queue=Queue(store),
-                              config=judging_config(load(started[-1].config_path).judgment))
+                              config=judging_config(load(started[-1].config_path).judgment),
+                              config_path=started[-1].config_path)
         store.close()
     finally:
         for agent in started:
             agent.stop()
 
 
-def test_agent_sample_equals_replay_across_sigkills(killed_run):
+def test_agent_sample_equals_replay_across_sigkills(killed_run, tmp_path, capsys):
     run = killed_run
     single, _ = _replay(run.lines, run.config)
     assert len({c.week for c in single}) >= 2
     _assert_same_sample(run.queue, run.group, single, run.config)
     _assert_mirrors(run.queue, run.group, run.topic, run.records, run.config)
+    # `ragdrift replay --sample` over the same lines takes the same sample.
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"\n".join(run.lines) + b"\n")
+    assert main(["replay", str(path), "--sample", "--format", "json", "--config", str(run.config_path)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    stored = samples([c for week in printed["sample"] for c in run.queue.week_candidates(run.group, week)],
+                     run.config.budgets)
+    assert {(w, s): (x["tau"], x["event_ids"]) for w, strata in printed["sample"].items() for s, x in strata.items()} \
+        == {key: (sel.tau, [c.event_id for c in sel.items]) for key, sel in stored.items()}
+    assert printed["security_incidents"] == run.queue.security_size(run.group)
 
 
 def test_every_unauthorized_event_is_queued_once(killed_run):

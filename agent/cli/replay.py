@@ -17,33 +17,62 @@ def add_parser(commands) -> None:
     rep.add_argument("files", nargs="+", metavar="FILE", help="JSON Lines files ('-' for stdin)")
     rep.add_argument("--format", choices=("table", "json"), default="table")
     rep.add_argument("--max-bytes", type=int, default=1 << 20, help="messages above this size are too_large")
+    rep.add_argument("--sample", action="store_true",
+                     help="also take the judgment sample (per week and stratum) and count security incidents")
+    rep.add_argument("--config", metavar="FILE", help="the agent's configuration, for --sample (its judgment section)")
     rep.set_defaults(handler=replay)
 
 
 def replay(args: argparse.Namespace) -> int:
     from agent.core.config import CoreConfig
+    from agent.core.judging import samples
+    from agent.core.partitions import Outbox
     from agent.core.reasons import RejectedEvent
     from agent.core.state import PartitionState
     from agent.core.summary import summarize
 
+    judging = _judging(args) if args.sample else None
     streams = [_open_input(path) for path in args.files]
     # A batch tool over a finite input: keep every label value, so that source
     # concentration is exact rather than folded into `other`.
-    state = PartitionState(CoreConfig(max_label_values=1 << 30))
+    state = PartitionState(CoreConfig(max_label_values=1 << 30), judging=judging)
     rejected: Counter[str] = Counter()
+    rows = Outbox()  # every week's candidates, as the store would hold them
     with progress() as bar:
-        for line in _lines(streams):
+        for n, line in enumerate(_lines(streams), 1):
             try:
                 state.process(line, args.max_bytes)
             except RejectedEvent as exc:
                 rejected[exc.kind] += 1
+            if judging is not None and n % 10000 == 0:
+                rows.take(state)
             bar.update(1)
     summary = summarize(state.totals(), dict(rejected))
+    if judging is not None:
+        rows.take(state)
+        summary["security_incidents"] = len(rows.incidents)
+        summary["sample"] = _sample(samples(rows.added.values(), judging.budgets))
     if args.format == "json":
         print(json.dumps(summary, sort_keys=True))
     else:
         print(_table(summary))
     return 0
+
+
+def _judging(args: argparse.Namespace):
+    from agent.cli.run import settings_from
+    from agent.io.settings import JudgmentSettings, judging_config, load
+
+    settings = settings_from(args.config) if args.config else load(None, environ={})
+    return judging_config(settings.judgment) or judging_config(JudgmentSettings())
+
+
+def _sample(selections: dict) -> dict:
+    """{week: {stratum: {tau, event_ids}}}, largest priority first."""
+    out: dict = {}
+    for (week, stratum), selection in selections.items():
+        out.setdefault(week, {})[stratum] = {"tau": selection.tau, "event_ids": [c.event_id for c in selection.items]}
+    return out
 
 
 def _open_input(path: str) -> BinaryIO:
@@ -71,6 +100,9 @@ def _table(summary: dict) -> str:
     rows.append(("events late", str(events["late"])))
     for reason, count in events["rejected"].items():
         rows.append((f"rejected: {reason}", str(count)))
+    for week, strata in summary.get("sample", {}).items():
+        for stratum, taken in strata.items():
+            rows.append((f"sample {week} {stratum}", f"{len(taken['event_ids'])} events, tau {_fmt(taken['tau'])}"))
     for key, value in summary.items():
         if key == "events" or isinstance(value, dict):
             continue

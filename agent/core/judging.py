@@ -28,9 +28,11 @@ from agent.core.sampling import (
     Reference,
     RiskConfig,
     Sampler,
+    Selection,
     assess,
     candidate,
     iso_week,
+    select,
     stratum_key,
     uniform,
 )
@@ -120,6 +122,15 @@ class Judging:
                 self._weeks.clear()
             week = self._weeks[day] = iso_week(ts)
         return week
+
+
+def samples(rows: Iterable[Candidate], budgets: Budgets) -> dict[tuple[str, str], Selection]:
+    """Each (week, stratum)'s sample from candidate rows of any partitions and
+    replicas: what a batch takes (agent/core/batch.py)."""
+    grouped: dict[tuple[str, str], list[Candidate]] = {}
+    for row in rows:
+        grouped.setdefault((row.week, row.stratum), []).append(row)
+    return {key: select(found, budgets.k_for(key[1])) for key, found in sorted(grouped.items())}
 
 
 def _row(candidate: Candidate) -> tuple[str, str, str]:
