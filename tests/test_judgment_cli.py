@@ -93,3 +93,22 @@ def test_the_queues_figures_as_metrics(config):
     assert registry.get_sample_value("ragdrift_judgment_batch_last_timestamp_seconds") == 1_764_000_000.0
     assert registry.get_sample_value("ragdrift_judgment_batch_last_items") == 7
     queue.store.close()
+
+
+def test_resolved_text_stays_in_the_batch_directory(config, tmp_path, capsys, caplog):
+    secret = "Q3 revenue of ACME: 12.4M"
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"kind": "query", "id": "q0000000", "text": secret}) + "\n"
+                     + json.dumps({"kind": "chunk", "id": "c1", "text": secret}) + "\n")
+    doc = yaml.safe_load(config.read_text())
+    doc["judgment"]["resolver"] = {"kind": "file", "path": str(texts)}
+    config.write_text(yaml.safe_dump(doc))
+    caplog.set_level("DEBUG")
+    assert main(["batch", "build", "--config", str(config), "--week", WEEK, "--format", "label-studio"]) == 0
+    (directory,) = (tmp_path / "batches").iterdir()
+    holding = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()
+               and secret in p.read_text()}
+    assert holding == {"items.jsonl", "items.csv", "label-studio/tasks.json"}
+    assert secret.encode() not in (tmp_path / "state.db").read_bytes()
+    out = capsys.readouterr()
+    assert secret not in out.out + out.err + caplog.text
