@@ -12,6 +12,7 @@ the same batch, byte for byte.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
             "without_chunks": sum(k["item"] is None for k in key),  # sampled, nothing admitted to judge
         },
         "configuration": dict(config.configuration or {}),
+        "configuration_version": _digest(json.dumps(config.configuration or {}, sort_keys=True))[:12],
         "baseline": config.baseline,
     }
     return Batch(batch_id, manifest, items, key, regression)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent import __version__
 from agent.core import batch as batches
 from agent.core.sampling import SIGNALS, UNIFORM, iso_week, shift_week
 from agent.io import export, label_studio, locks, resolver
@@ -45,6 +46,7 @@ def config_of(settings: Settings) -> batches.BatchConfig:
             "weights": {signal: risk.weight(signal) for signal in SIGNALS},
             "thresholds": {name: getattr(risk, name) for name in THRESHOLDS},
             "holdout_share": j.holdout_share, "double_judged_share": j.double_judged_share,
+            "ragdrift": __version__,
         },
     )
 
