@@ -28,7 +28,8 @@ from agent.io import broker
 from agent.io.dead_letters import DeadLetters
 from agent.io.exporter import Latest
 from agent.io.queue import Queue
-from agent.io.settings import Settings, judging_config
+from agent.io.judgment_settings import judging_config
+from agent.io.settings import Settings
 from agent.io.store import Store, StoreError
 from agent.io.tracing import remote_context
 from agent.ownership import IO_TIMEOUT_MS, Ownership

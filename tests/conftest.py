@@ -33,7 +33,6 @@ logs of the services it used are attached to the report.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -58,19 +57,9 @@ from tests.services import (  # noqa: E402
     WebhookReceiver,
     postgres_available,
     postgres_database,
+    unavailable,
     unique_name,
 )
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def unavailable(reason: str) -> None:
-    """Fail loudly in CI, skip elsewhere."""
-    if in_ci():
-        pytest.fail(f"required service unavailable in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def _which(name: str) -> str:

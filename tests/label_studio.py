@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from agent.io.label_studio import LabelStudio, LabelStudioError
-from tests.services import ChildProcess, ServiceError, free_port, http_get
+from tests.services import ChildProcess, ServiceError, free_port, http_get, unavailable
 
 VERSION = "1.23.2"
 INSTALL_HINT = "run .ci/label-studio to install it"
@@ -63,7 +63,7 @@ class LabelStudioServer(ChildProcess):
         super().__init__()
         self.port = port or free_port()
         self.username = "judge@ragdrift.test"
-        self.password = secrets.token_urlsafe(16)
+        self.password = secrets.token_hex(16)  # never a leading "-", which argparse would take for an option
         self.token = secrets.token_hex(20)  # the legacy token format: 40 hex characters
         self.started_in: float | None = None
 
@@ -112,17 +112,6 @@ class LabelStudioServer(ChildProcess):
 
     def client(self) -> LabelStudio:
         return LabelStudio(self.url, self.token)
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def unavailable(reason: str) -> None:
-    """Fail loudly in CI, skip elsewhere (as tests/conftest.py does)."""
-    if _in_ci():
-        pytest.fail(f"required service unavailable in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session", name="label_studio")

@@ -480,3 +480,16 @@ class postgres_database:  # noqa: N801 - used like a function
     def __exit__(self, *exc) -> None:
         with _pg_connect(self.admin_url) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def unavailable(reason: str) -> None:
+    """Fail loudly in CI (`CI=true`), skip elsewhere: a missing service never passes silently."""
+    import pytest
+
+    if in_ci():
+        pytest.fail(f"required service unavailable in CI: {reason}", pytrace=False)
+    pytest.skip(reason)

@@ -32,7 +32,8 @@ from agent.demo.process import wait_until
 from agent.io.broker import written_at
 from agent.io.queue import TABLES, Queue
 from agent.io.scheduler import Judging
-from agent.io.settings import judging_config, load
+from agent.io.judgment_settings import judging_config
+from agent.io.settings import load
 from agent.io.store import Store
 from agent.jobs.batch import build, config_of, last_week, weekly
 from tests.agentctl import (

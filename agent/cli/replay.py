@@ -61,7 +61,8 @@ def replay(args: argparse.Namespace) -> int:
 
 def _judging(args: argparse.Namespace):
     from agent.cli.run import settings_from
-    from agent.io.settings import JudgmentSettings, judging_config, load
+    from agent.io.judgment_settings import JudgmentSettings, judging_config
+    from agent.io.settings import load
 
     settings = settings_from(args.config) if args.config else load(None, environ={})
     return judging_config(settings.judgment) or judging_config(JudgmentSettings())

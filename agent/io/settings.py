@@ -19,13 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from apscheduler.triggers.cron import CronTrigger
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
-from agent.core.judging import JudgingConfig
-from agent.core.sampling import HOLDOUT_SHARE, SIGNALS, Budgets, RiskConfig
-
-THRESHOLDS = ("top1_low", "gap_small", "rerank_shift", "new_terms_min", "rare_share")  # RiskConfig's
+from agent.io.judgment_settings import JudgmentSettings, check_judgment
 
 ENV_PREFIX = "RAGDRIFT_"
 
@@ -98,44 +94,6 @@ class LogSettings:
 
 
 @dataclass(frozen=True)
-class ResolverSettings:
-    """Where a batch finds text for judges (agent/io/resolver.py): none, file, command or http."""
-
-    kind: str = "none"
-    path: str | None = None
-    command: list[str] = field(default_factory=list)
-    url: str | None = None
-    timeout_seconds: float = 30.0
-
-
-@dataclass(frozen=True)
-class LabelStudioSettings:
-    url: str | None = None  # set: each weekly batch also becomes a Label Studio project
-    token_file: str | None = None
-    token_env: str = "LABEL_STUDIO_TOKEN"
-
-
-@dataclass(frozen=True)
-class JudgmentSettings:
-    """The judgment queue (docs/judgments.md): sampling, the weekly batch, its export."""
-
-    enabled: bool = True
-    budget: int = Budgets.k  # K: items per risk stratum (app x query type) and week
-    uniform_budget: int = Budgets.uniform_k  # K of the uniform stratum
-    budgets: dict[str, int] = field(default_factory=dict)  # per stratum "app|query_type"
-    max_strata: int = Budgets.max_strata  # risk strata per week and partition; more share the stratum "other"
-    weights: dict[str, float] = field(default_factory=dict)  # risk signal -> weight, over the defaults
-    thresholds: dict[str, float] = field(default_factory=dict)  # over the defaults
-    holdout_share: float = HOLDOUT_SHARE
-    double_judged_share: float = 0.10
-    salt: str = ""
-    schedule: str = "0 6 * * mon"  # cron (minute hour day month day-of-week), UTC
-    export_dir: str = "ragdrift-batches"
-    resolver: ResolverSettings = field(default_factory=ResolverSettings)
-    label_studio: LabelStudioSettings = field(default_factory=LabelStudioSettings)
-
-
-@dataclass(frozen=True)
 class Settings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -169,21 +127,6 @@ class Settings:
             vocabulary_bits=w.vocabulary_bits,
             vocabulary_hashes=w.vocabulary_hashes,
         )
-
-
-def risk_config(j: JudgmentSettings) -> RiskConfig:
-    """The risk weights and thresholds the core assesses events with."""
-    thresholds = {name: (int(v) if name in ("rerank_shift", "new_terms_min") else v) for name, v in j.thresholds.items()}
-    return RiskConfig(weights=dict(j.weights), **thresholds)
-
-
-def budgets(j: JudgmentSettings) -> Budgets:
-    return Budgets(k=j.budget, uniform_k=j.uniform_budget, k_by_stratum=dict(j.budgets), max_strata=j.max_strata)
-
-
-def judging_config(j: JudgmentSettings) -> JudgingConfig | None:
-    """What each partition samples with; None when the judgment queue is off."""
-    return JudgingConfig(risk_config(j), budgets(j), j.salt) if j.enabled else None
 
 
 def load(path: str | os.PathLike | None = None, environ: dict[str, str] | None = None) -> Settings:
@@ -342,34 +285,4 @@ def _check(s: Settings) -> None:
         s.core()
     except ValueError as exc:
         raise ConfigError(f"windows: {exc}") from None
-    _check_judgment(s.judgment, need)
-
-
-def _check_judgment(j: JudgmentSettings, need) -> None:
-    need(j.budget >= 1, "judgment.budget", "must be >= 1")
-    need(j.uniform_budget >= 1, "judgment.uniform_budget", "must be >= 1")
-    for stratum, k in j.budgets.items():
-        need(k >= 1, f"judgment.budgets.{stratum}", "must be >= 1")
-    need(j.max_strata >= 1, "judgment.max_strata", "must be >= 1")
-    for signal, weight in j.weights.items():
-        need(signal in SIGNALS, f"judgment.weights.{signal}", f"unknown risk signal (known: {', '.join(SIGNALS)})")
-        need(weight >= 0, f"judgment.weights.{signal}", "must be >= 0")
-    for name in j.thresholds:
-        need(name in THRESHOLDS, f"judgment.thresholds.{name}", f"unknown threshold (known: {', '.join(THRESHOLDS)})")
-    need(0 <= j.holdout_share < 1, "judgment.holdout_share", "must be in [0, 1)")
-    need(0 <= j.double_judged_share <= 1, "judgment.double_judged_share", "must be in [0, 1]")
-    try:
-        CronTrigger.from_crontab(j.schedule, timezone="UTC")
-    except ValueError as exc:
-        raise ConfigError(f"judgment.schedule: not a cron expression (minute hour day month day-of-week): {exc}") from None
-    try:
-        risk_config(j)
-        budgets(j)
-    except ValueError as exc:
-        raise ConfigError(f"judgment: {exc}") from None
-    need(j.resolver.kind in ("none", "file", "command", "http"), "judgment.resolver.kind",
-         "must be none, file, command or http")
-    need(j.resolver.kind != "file" or bool(j.resolver.path), "judgment.resolver.path", "is required for kind file")
-    need(j.resolver.kind != "command" or bool(j.resolver.command), "judgment.resolver.command",
-         "is required for kind command")
-    need(j.resolver.kind != "http" or bool(j.resolver.url), "judgment.resolver.url", "is required for kind http")
+    check_judgment(s.judgment, need)

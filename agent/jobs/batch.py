@@ -20,7 +20,8 @@ from agent.core import batch as batches
 from agent.core.sampling import SIGNALS, UNIFORM, iso_week, shift_week
 from agent.io import export, label_studio, locks, resolver
 from agent.io.queue import Queue
-from agent.io.settings import THRESHOLDS, Settings, risk_config
+from agent.io.judgment_settings import THRESHOLDS, risk_config
+from agent.io.settings import Settings
 
 log = logging.getLogger("ragdrift.batch")
 

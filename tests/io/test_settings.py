@@ -284,6 +284,20 @@ def test_wrong_types_name_the_dotted_key(tmp_path, text, key):
     ("logging: {format: xml}\n", "logging.format"),
     ("logging: {level: LOUD}\n", "logging.level"),
     ("windows: {labels: {tenant: [a]}}\n", "windows.labels.tenant"),
+    ("judgment: {budget: 0}\n", "judgment.budget"),
+    ("judgment: {budgets: {'app|lexical': 0}}\n", "judgment.budgets.app|lexical"),
+    ("judgment: {weights: {clicks: 1}}\n", "judgment.weights.clicks"),
+    ("judgment: {weights: {stale: -1}}\n", "judgment.weights.stale"),
+    ("judgment: {thresholds: {top2_low: 0.1}}\n", "judgment.thresholds.top2_low"),
+    ("judgment: {thresholds: {rerank_shift: 0}}\n", "judgment"),
+    ("judgment: {holdout_share: 1}\n", "judgment.holdout_share"),
+    ("judgment: {double_judged_share: 1.5}\n", "judgment.double_judged_share"),
+    ("judgment: {schedule: 'every monday'}\n", "judgment.schedule"),
+    ("judgment: {schedule: '0 25 * * mon'}\n", "judgment.schedule"),
+    ("judgment: {resolver: {kind: ldap}}\n", "judgment.resolver.kind"),
+    ("judgment: {resolver: {kind: file}}\n", "judgment.resolver.path"),
+    ("judgment: {resolver: {kind: command}}\n", "judgment.resolver.command"),
+    ("judgment: {resolver: {kind: http}}\n", "judgment.resolver.url"),
 ])
 def test_cross_field_checks_name_the_key(tmp_path, text, key):
     assert error(tmp_path, text).startswith(f"{key}: ")
