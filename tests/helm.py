@@ -63,7 +63,8 @@ class Helm:
             self.env[f"HELM_{name}_HOME"] = str(home / name.lower())
 
     def run(self, *args: str) -> str:
-        done = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True, timeout=120,
+                              check=False)
         if done.returncode != 0:
             raise HelmError(f"helm {' '.join(args)} exited {done.returncode}:\n{done.stderr}{done.stdout}")
         return done.stdout

@@ -17,7 +17,11 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
-from kubernetes_validate.utils import SchemaNotFoundError, ValidationError, latest_version
+from kubernetes_validate.utils import (
+    SchemaNotFoundError,
+    ValidationError,
+    latest_version,
+)
 
 import agent
 from agent.io import settings as agent_settings
@@ -314,3 +318,15 @@ def test_each_dashboard_becomes_a_config_map_for_the_grafana_sidecar_verbatim(he
     kubernetes_validate.validate(cm, KUBERNETES[-1], strict=True)
     off = helm.template(chart)
     assert not [d for d in off if "grafana_dashboard" in d["metadata"]["labels"]]
+
+
+def test_the_readmes_values_example_renders_and_validates(helm, tmp_path):
+    section = (ROOT / "README.md").read_text().split("## Deploying with Helm", 1)[1]
+    example = tmp_path / "values.yaml"
+    example.write_text(re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1))
+    docs = helm.template(CHART, example)
+    assert one(docs, "Deployment")["spec"]["replicas"] == 3
+    assert {"ServiceMonitor", "PrometheusRule"} <= {d["kind"] for d in docs}
+    for doc in docs:
+        if doc["kind"] not in OPERATOR_KINDS:
+            kubernetes_validate.validate(doc, KUBERNETES[-1], strict=True)
