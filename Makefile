@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean chart-files
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,15 @@ bench: $(STAMP)
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/exposition.py
 	$(BIN)/python bench/throughput.py
+
+# Helm reads no file outside its chart: the chart keeps copies of the alert
+# rules and the Grafana dashboards, which tests/test_helm.py compares byte for byte.
+CHART_FILES := helm/ragdrift/files
+chart-files:
+	cp rules/ragdrift.rules.yaml $(CHART_FILES)/ragdrift.rules.yaml
+	mkdir -p $(CHART_FILES)/dashboards
+	rm -f $(CHART_FILES)/dashboards/*.json
+	for f in grafana/dashboards/*.json; do [ ! -e "$$f" ] || cp "$$f" $(CHART_FILES)/dashboards/; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

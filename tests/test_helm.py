@@ -1,0 +1,332 @@
+"""The Helm chart (helm/ragdrift): `helm lint --strict`, every ci/*-values.yaml
+scenario rendered with `helm template`, the built-in kinds validated offline
+with kubernetes-validate in strict mode (unknown fields rejected), the
+Prometheus Operator resources checked here, and the chart's copies of the
+rules and dashboards compared byte for byte with the originals.
+
+Helm comes from .ci/helm (see tests/helm.py); without it the rendering tests
+fail in CI and skip elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import (
+    SchemaNotFoundError,
+    ValidationError,
+    latest_version,
+)
+
+import agent
+from agent.io import settings as agent_settings
+from agent.runner import SHUTDOWN_SECONDS
+from tests.helm import Helm, HelmError, helm_bin_fixture  # noqa: F401 - the `helm_bin` fixture
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "helm" / "ragdrift"
+RULES = ROOT / "rules" / "ragdrift.rules.yaml"
+DASHBOARDS = ROOT / "grafana" / "dashboards"
+SCENARIOS = sorted((CHART / "ci").glob("*-values.yaml"))
+TEST_DASHBOARD = ROOT / "tests" / "data" / "helm" / "retrievals.json"
+# The chart's kubeVersion floor (the oldest kubernetes-validate knows) and the newest.
+KUBERNETES = ("1.25.0", latest_version())
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # monitoring.coreos.com/v1: no schema offline
+
+
+@pytest.fixture(scope="module")
+def helm(helm_bin, tmp_path_factory) -> Helm:
+    return Helm(helm_bin, tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture(scope="module")
+def rendered(helm) -> dict[str, list[dict]]:
+    return {path.name: helm.template(CHART, path) for path in SCENARIOS}
+
+
+def one(docs: list[dict], kind: str) -> dict:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"{len(found)} {kind} objects rendered"
+    return found[0]
+
+
+def container(docs: list[dict]) -> dict:
+    (c,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+# -- the copies Helm needs inside the chart (no helm needed) -----------------
+
+
+def test_the_charts_rules_are_a_byte_for_byte_copy_of_the_rules_file():
+    copy = CHART / "files" / "ragdrift.rules.yaml"
+    assert copy.read_bytes() == RULES.read_bytes(), "run `make chart-files`"
+
+
+def test_the_charts_dashboards_are_byte_for_byte_copies_of_grafana_dashboards():
+    originals = {p.name: p.read_bytes() for p in DASHBOARDS.glob("*.json")}
+    copies = {p.name: p.read_bytes() for p in (CHART / "files" / "dashboards").glob("*.json")}
+    assert sorted(copies) == sorted(originals), "run `make chart-files`"
+    for name, text in originals.items():
+        assert copies[name] == text, f"{name} differs: run `make chart-files`"
+
+
+def test_the_chart_runs_the_package_version():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2"
+    assert chart["appVersion"] == agent.__version__
+
+
+def test_the_scenarios_cover_sqlite_and_postgresql():
+    assert {"sqlite-values.yaml", "postgresql-values.yaml"} <= {p.name for p in SCENARIOS}
+
+
+# -- helm lint and the schema ------------------------------------------------
+
+
+@pytest.mark.parametrize("values", [None, *SCENARIOS], ids=lambda p: p.name if p else "defaults")
+def test_helm_lint_strict_passes(helm, values):
+    out = helm.run("lint", "--strict", str(CHART), *(["--values", str(values)] if values else []))
+    assert "0 chart(s) failed" in out
+
+
+def test_the_values_schema_rejects_a_misspelt_key(helm):
+    with pytest.raises(HelmError, match="servicemonitor"):
+        helm.template(CHART, set_values={"servicemonitor.enabled": "true"})
+
+
+def test_the_service_monitor_job_must_match_the_rules_up_selector(helm):
+    with pytest.raises(HelmError, match="serviceMonitor.job"):
+        helm.template(CHART, set_values={"serviceMonitor.job": "rag-monitor"})
+
+
+# -- Kubernetes schemas -------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", KUBERNETES)
+@pytest.mark.parametrize("scenario", [p.name for p in SCENARIOS])
+def test_built_in_kinds_validate_strictly(rendered, scenario, version):
+    for doc in rendered[scenario]:
+        if doc["kind"] in OPERATOR_KINDS:
+            continue
+        where, problem = f"{doc['kind']}/{doc['metadata']['name']}", None
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except ValidationError as exc:
+            problem = f"at {'.'.join(map(str, exc.path))}: {exc.message}"
+        except SchemaNotFoundError as exc:
+            problem = exc.message
+        if problem:  # outside the except block: no chained traceback
+            pytest.fail(f"{scenario}: {where} {problem}")
+
+
+def test_strict_validation_rejects_an_unknown_field(rendered):
+    deployment = one(rendered["sqlite-values.yaml"], "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["readOnlyRootFileSystem"] = True  # misspelt
+    with pytest.raises(ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES[-1], strict=True)
+
+
+def test_the_service_monitor_scrapes_the_service_as_a_job_the_rules_select(rendered):
+    docs = rendered["postgresql-values.yaml"]
+    monitor, service = one(docs, "ServiceMonitor"), one(docs, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    (job,) = [r["replacement"] for r in endpoint["relabelings"] if r.get("targetLabel") == "job"]
+    selector = re.search(r'up\{job=~"([^"]+)"\}', RULES.read_text()).group(1)
+    assert re.fullmatch(selector, job)
+
+
+def test_the_prometheus_rule_holds_the_rules_files_groups_verbatim(rendered):
+    rule = one(rendered["postgresql-values.yaml"], "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert set(rule["spec"]) == {"groups"}
+    assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+    for group in rule["spec"]["groups"]:
+        assert group["name"] and group["rules"]
+        for r in group["rules"]:
+            assert ("alert" in r) != ("record" in r) and r["expr"]
+    # Prometheus' own templates reach it untouched: Helm did not expand them.
+    summaries = [r["annotations"]["summary"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert any("{{ $labels.app }}" in s for s in summaries)
+
+
+def test_operator_resources_are_off_by_default(rendered):
+    kinds = {d["kind"] for d in rendered["sqlite-values.yaml"]}
+    assert not kinds & OPERATOR_KINDS
+
+
+# -- the Deployment -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", [p.name for p in SCENARIOS])
+def test_the_agent_runs_non_root_on_a_read_only_root(rendered, scenario):
+    docs = rendered[scenario]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    c = container(docs)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 10001
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert pod["automountServiceAccountToken"] is False
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (tmp,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/tmp"]
+    assert volumes[tmp["name"]] == {"name": tmp["name"], "emptyDir": {}}
+    assert pod["terminationGracePeriodSeconds"] > max(SHUTDOWN_SECONDS, 10)  # docs/operations.md, Shutdown
+
+
+@pytest.mark.parametrize("scenario", [p.name for p in SCENARIOS])
+def test_probes_ask_the_agents_health_endpoints_on_the_metrics_port(rendered, scenario):
+    docs = rendered[scenario]
+    c = container(docs)
+    (port,) = c["ports"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"], "scheme": "HTTP"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"], "scheme": "HTTP"}
+    service = one(docs, "Service")
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == [port["name"]]
+    assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+
+
+def test_a_config_change_rolls_the_pods(helm):
+    def checksum(**values):
+        deployment = one(helm.template(CHART, set_values=values), "Deployment")
+        return deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+    assert checksum() == checksum()
+    assert checksum() != checksum(**{"config.logging.level": "DEBUG"})
+
+
+@pytest.mark.parametrize("scenario", [p.name for p in SCENARIOS])
+def test_the_rendered_config_is_one_the_agent_accepts(rendered, scenario, tmp_path):
+    """The ConfigMap's file, the pod's secret variables and mounted files, loaded as the agent would."""
+    docs = rendered[scenario]
+    c = container(docs)
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert c["args"] == ["run", "--config", "/etc/ragdrift/ragdrift.yaml"]
+    config_volume = next(v for v in pod["volumes"] if "configMap" in v)
+    assert {"name": config_volume["name"], "mountPath": "/etc/ragdrift", "readOnly": True} in c["volumeMounts"]
+    raw = yaml.safe_load(one(docs, "ConfigMap")["data"]["ragdrift.yaml"])
+    secret_values = {"RAGDRIFT_STORE__URL": "postgresql+psycopg://ragdrift:pw@postgresql/ragdrift",
+                     "RAGDRIFT_JUDGMENT__SALT": "s3cret", "LABEL_STUDIO_TOKEN": "t0ken"}
+    environ = {}
+    for env in c.get("env", []):
+        assert "secretKeyRef" in env["valueFrom"], env
+        environ[env["name"]] = secret_values[env["name"]]
+    client = raw["kafka"].get("client", {})
+    sasl = "sasl_plain_password_file" in client
+    if sasl:  # a file in the mounted Secret
+        path = Path(client["sasl_plain_password_file"])
+        mount = next(m for m in c["volumeMounts"] if Path(m["mountPath"]) == path.parent)
+        secret = next(v for v in pod["volumes"] if v["name"] == mount["name"])["secret"]
+        assert [i["path"] for i in secret["items"]] == [path.name]
+        (tmp_path / "password").write_text("kafka-pw\n")
+        client["sasl_plain_password_file"] = str(tmp_path / "password")
+    (tmp_path / "ragdrift.yaml").write_text(yaml.safe_dump(raw))
+
+    s = agent_settings.load(tmp_path / "ragdrift.yaml", environ=environ)
+
+    assert s.metrics.port == c["ports"][0]["containerPort"]
+    assert s.metrics.address == "0.0.0.0"
+    data = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "data")
+    assert s.judgment.export_dir.startswith(data + "/")
+    if s.store.url.startswith("sqlite"):
+        assert s.store.url.startswith(f"sqlite:///{data}/")
+        assert one(docs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    if sasl:
+        assert s.kafka.client["sasl_plain_password"] == "kafka-pw"
+    if "RAGDRIFT_STORE__URL" in environ:
+        assert s.store.url == environ["RAGDRIFT_STORE__URL"]
+    if "RAGDRIFT_JUDGMENT__SALT" in environ:
+        assert s.judgment.salt == environ["RAGDRIFT_JUDGMENT__SALT"]
+    # Every other variable is the one the agent reads the Label Studio token from.
+    assert set(environ) - {"RAGDRIFT_STORE__URL", "RAGDRIFT_JUDGMENT__SALT"} <= {s.judgment.label_studio.token_env}
+
+
+def test_sasl_scenario_reads_the_password_from_the_secret(rendered):
+    raw = yaml.safe_load(one(rendered["sqlite-values.yaml"], "ConfigMap")["data"]["ragdrift.yaml"])
+    assert raw["kafka"]["client"]["sasl_plain_password_file"].startswith("/var/run/secrets/ragdrift/")
+    assert "sasl_plain_password" not in raw["kafka"]["client"]
+
+
+# -- replicas and the store ---------------------------------------------------
+
+
+@pytest.mark.parametrize("values", [
+    {"replicaCount": "3"},
+    {"replicaCount": "2", "config.store.url": "sqlite:////var/lib/ragdrift/state.db",
+     "persistence.accessModes[0]": "ReadWriteMany"},
+])
+def test_more_than_one_replica_on_sqlite_is_refused(helm, values):
+    with pytest.raises(HelmError, match="needs PostgreSQL"):
+        helm.template(CHART, set_values=values)
+
+
+def test_the_postgresql_url_may_come_from_the_file_or_a_secret(helm, rendered):
+    docs = helm.template(CHART, set_values={"replicaCount": "3", "persistence.enabled": "false",
+                                            "config.store.url": "postgresql+psycopg://ragdrift@db/ragdrift"})
+    assert one(docs, "Deployment")["spec"]["replicas"] == 3
+    assert one(docs, "Deployment")["spec"]["strategy"] == {"type": "RollingUpdate"}
+    deployment = one(rendered["postgresql-values.yaml"], "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    (env,) = [e for e in container(rendered["postgresql-values.yaml"])["env"] if e["name"] == "RAGDRIFT_STORE__URL"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "ragdrift-postgresql", "key": "url"}
+
+
+def test_replicas_sharing_a_read_write_once_volume_are_refused(helm):
+    with pytest.raises(HelmError, match="ReadWriteMany"):
+        helm.template(CHART, set_values={"replicaCount": "2",
+                                         "config.store.url": "postgresql+psycopg://ragdrift@db/ragdrift"})
+
+
+# -- dashboards -----------------------------------------------------------------
+
+
+def test_the_dashboard_scenario_renders_one_config_map_per_chart_dashboard(rendered):
+    files = sorted((CHART / "files" / "dashboards").glob("*.json"))
+    maps = [d for d in rendered["postgresql-values.yaml"] if "grafana_dashboard" in d["metadata"]["labels"]]
+    assert sorted(name for m in maps for name in m["data"]) == [p.name for p in files]
+    for m in maps:
+        ((name, text),) = m["data"].items()
+        assert text == (CHART / "files" / "dashboards" / name).read_text()
+
+
+def test_each_dashboard_becomes_a_config_map_for_the_grafana_sidecar_verbatim(helm, tmp_path):
+    chart = tmp_path / "ragdrift"
+    shutil.copytree(CHART, chart)
+    target = chart / "files" / "dashboards" / "Retrievals_Overview.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TEST_DASHBOARD, target)
+    docs = helm.template(chart, set_values={"dashboards.enabled": "true"})
+    (cm,) = [d for d in docs if d["metadata"]["name"].endswith("-dashboard-retrievals-overview")]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["data"] == {target.name: TEST_DASHBOARD.read_text()}  # "{{app}}" and "${datasource}" kept
+    kubernetes_validate.validate(cm, KUBERNETES[-1], strict=True)
+    off = helm.template(chart)
+    assert not [d for d in off if "grafana_dashboard" in d["metadata"]["labels"]]
+
+
+def test_the_readmes_values_example_renders_and_validates(helm, tmp_path):
+    section = (ROOT / "README.md").read_text().split("## Deploying with Helm", 1)[1]
+    example = tmp_path / "values.yaml"
+    example.write_text(re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1))
+    docs = helm.template(CHART, example)
+    assert one(docs, "Deployment")["spec"]["replicas"] == 3
+    assert {"ServiceMonitor", "PrometheusRule"} <= {d["kind"] for d in docs}
+    for doc in docs:
+        if doc["kind"] not in OPERATOR_KINDS:
+            kubernetes_validate.validate(doc, KUBERNETES[-1], strict=True)
