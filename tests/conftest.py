@@ -22,9 +22,13 @@ prometheus_factory
 pg_url          function: SQLAlchemy URL of a fresh PostgreSQL database
                 (``postgresql+psycopg://root@127.0.0.1:5432/ragdrift_t_<hex>``),
                 dropped after the test.
+label_studio    session: a started Label Studio (tests/label_studio.py;
+                .ci/label-studio installs it in its own venv).
+helm_bin        session: the helm binary (tests/helm.py; .ci/helm installs it).
 
-Tests get the markers ``broker``, ``prometheus``, ``postgres`` from the
-fixtures they use, so ``-m "not broker"`` deselects them.
+Tests get the markers ``broker``, ``prometheus``, ``postgres``,
+``label_studio`` and ``helm`` from the fixtures they use, so
+``-m "not broker"`` deselects them.
 
 A missing service FAILS the test when ``CI`` is set to true (CI must run
 everything); otherwise it skips with the reason. When a test fails, the
@@ -194,6 +198,7 @@ _MARK_BY_FIXTURE = {
     "alertmanager": "prometheus", "prometheus_factory": "prometheus",
     "pg_url": "postgres",
     "label_studio": "label_studio",
+    "helm_bin": "helm",
 }
 
 
