@@ -128,10 +128,13 @@ class Bins:
         """Bins at the j / n_bins quantiles (j = 1 .. n_bins - 1) of fine counts.
 
         A cut goes after the first fine cell where the cumulative count reaches
-        j / n_bins of the total; cuts landing in the same cell merge, so a point
-        mass yields fewer, not empty, bins. A bin's centre is the baseline's mean
-        in it (count-weighted fine-cell midpoints); a bin with no baseline mass
-        (only the last can be) takes the midpoint of its edges clamped to [lo, hi].
+        j / n_bins of the total; cuts landing in the same cell merge. A fine
+        cell holding more than 1 / n_bins of the total (a point mass: a result
+        count of exactly 10) becomes a bin of its own, cut on both sides, so a
+        window moving mass just below or above it stays visible; the bins
+        beside it may then hold no baseline mass. A bin's centre is the
+        baseline's mean in it (count-weighted fine-cell midpoints); a bin with
+        no baseline mass takes the midpoint of its edges clamped to [lo, hi].
         No data: one bin, centred at (lo + hi) / 2.
         """
         if n_bins < 1:
@@ -140,13 +143,13 @@ class Bins:
         if (fine < 0).any():
             raise ValueError("counts must be >= 0")
         total = fine.sum()
-        cuts: list[int] = []
+        found: set[int] = set()
         if total > 0:
             cum = np.cumsum(fine)
-            for j in range(1, n_bins):
-                cut = int(np.searchsorted(cum, total * j / n_bins, side="left")) + 1
-                if cut < grid.size and (not cuts or cut > cuts[-1]):
-                    cuts.append(cut)
+            found.update(int(np.searchsorted(cum, total * j / n_bins, side="left")) + 1 for j in range(1, n_bins))
+            for heavy in np.flatnonzero(fine > total / n_bins).tolist():
+                found.update((heavy, heavy + 1))
+        cuts = sorted(c for c in found if 0 < c < grid.size)
         starts = (0, *cuts)
         ends = (*cuts, grid.size)
         mids, edges = grid.midpoints, grid.edges
