@@ -15,7 +15,14 @@ from agent.core.drift.baseline import (
     version_of,
 )
 from agent.core.drift.bins import OTHER, Bins, Categories, Grid
-from agent.core.drift.calibrate import DEFAULT_THRESHOLDS, Calibration, Threshold, alarm, calibrate, quantile
+from agent.core.drift.calibrate import (
+    DEFAULT_THRESHOLDS,
+    Calibration,
+    Threshold,
+    alarm,
+    calibrate_thresholds,
+    quantile,
+)
 from agent.core.drift.features import (
     CONTENT_AGE,
     DEFAULT_GRIDS,
@@ -55,6 +62,6 @@ __all__ = [
     "TOP1_SCORE",
     "AppBaseline", "Baseline", "Bins", "Calibration", "Categories", "Counts", "DayData", "Finding", "Grid", "Grids",
     "Reference", "Threshold",
-    "alarm", "calibrate", "chi2_p", "chi2_test", "evaluate", "freeze", "js", "ks", "psi", "quantile", "statistic",
-    "version_of", "wasserstein",
+    "alarm", "calibrate_thresholds", "chi2_p", "chi2_test", "evaluate", "freeze", "js", "ks", "psi", "quantile",
+    "statistic", "version_of", "wasserstein",
 ]  # fmt: skip

@@ -27,7 +27,7 @@ from datetime import date
 import numpy as np
 
 from agent.core.drift.bins import Bins, Categories
-from agent.core.drift.calibrate import Calibration, Threshold, alarm, calibrate
+from agent.core.drift.calibrate import Calibration, Threshold, alarm, calibrate_thresholds
 from agent.core.drift.features import Grids
 from agent.core.drift.stats import MIX_STATS, NUMERIC_STATS, statistic
 
@@ -163,7 +163,7 @@ def freeze(
         numeric = {}
         for feature in sorted({f for c in per_day for f in c.numeric}):
             grid = grids.grid(app, feature)
-            fine = np.array([grid.dense(c.numeric.get(feature, {})) for c in per_day], dtype=np.int64)
+            fine = _integral([grid.dense(c.numeric.get(feature, {})) for c in per_day], app, feature)
             if fine.sum() > 0:
                 bins = Bins.from_quantiles(grid, fine.sum(axis=0), n_bins)
                 coarse = np.array([bins.rebin(row) for row in fine])
@@ -176,7 +176,7 @@ def freeze(
                     total[k] = total.get(k, 0) + n
             if sum(total.values()) > 0:
                 cats = Categories.from_counts(total, max_categories)
-                folded = np.array([cats.fold(c.mixes.get(mix, {})) for c in per_day], dtype=np.int64)
+                folded = _integral([cats.fold(c.mixes.get(mix, {})) for c in per_day], app, mix)
                 mixes[mix] = _reference(cats, folded, MIX_STATS, calibration, app, mix, None)
         if set(numeric) & set(mixes):
             raise ValueError(f"app {app!r}: {sorted(set(numeric) & set(mixes))} named both a feature and a mix")
@@ -205,14 +205,23 @@ def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
                 if limit is None:
                     continue
                 value = float(statistic(stat, r.counts, coarse, centres))
-                out.append(Finding(app, feature, stat, value, limit, alarm(stat, value, limit), n, threshold.calibrated))
+                fired = alarm(stat, value, limit)
+                out.append(Finding(app, feature, stat, value, limit, fired, n, threshold.calibrated))
     return out
 
 
 def _reference(bins, rows: np.ndarray, stats, calibration: Calibration, app: str, name: str, centres) -> Reference:
     key = (zlib.crc32(f"{app}\x00{name}".encode()),)
-    thresholds = calibrate(rows, stats, centres, calibration, key)
+    thresholds = calibrate_thresholds(rows, stats, centres, calibration, key)
     return Reference(bins, tuple(int(c) for c in rows.sum(axis=0)), thresholds)
+
+
+def _integral(rows, app: str, name: str) -> np.ndarray:
+    """Day rows as int64, refusing what is not a count (thinning draws events, so counts are whole)."""
+    raw = np.array(rows, dtype=float)
+    if not (np.isfinite(raw).all() and (raw >= 0).all() and (raw == np.floor(raw)).all()):
+        raise ValueError(f"app {app!r}, {name!r}: daily counts must be whole numbers >= 0")
+    return raw.astype(np.int64)
 
 
 def _canonical(data) -> bytes:

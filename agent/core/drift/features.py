@@ -73,5 +73,5 @@ class Grids:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Grids:
-        return cls({k: Grid.from_dict(g) for k, g in data.get("by_feature", {}).items()},
-                   {a: {k: Grid.from_dict(g) for k, g in m.items()} for a, m in data.get("by_app", {}).items()})  # fmt: skip
+        by_app = {a: {k: Grid.from_dict(g) for k, g in m.items()} for a, m in data.get("by_app", {}).items()}
+        return cls({k: Grid.from_dict(g) for k, g in data.get("by_feature", {}).items()}, by_app)
