@@ -1,0 +1,67 @@
+"""Drift, the pure maths: fine daily grids and quantile bins, the distances
+between binned distributions, thresholds calibrated from the baseline itself,
+and the frozen baseline a window is evaluated against (DESIGN.md, "Drift")."""
+
+from agent.core.drift.baseline import (
+    BASELINE_FORMAT,
+    AppBaseline,
+    Baseline,
+    Counts,
+    DayData,
+    Finding,
+    Reference,
+    evaluate,
+    freeze,
+    version_of,
+)
+from agent.core.drift.bins import OTHER, Bins, Categories, Grid
+from agent.core.drift.calibrate import (
+    DEFAULT_THRESHOLDS,
+    Calibration,
+    Threshold,
+    alarm,
+    calibrate_thresholds,
+    quantile,
+)
+from agent.core.drift.features import (
+    CONTENT_AGE,
+    DEFAULT_GRIDS,
+    FEATURES,
+    FILTER_OUTCOME,
+    LANGUAGE,
+    LATENCY,
+    MEAN_SCORE,
+    MIXES,
+    PARENT_DIVERSITY,
+    QUERY_CLUSTER,
+    QUERY_TYPE,
+    RESULT_COUNT,
+    SCORE_GAP,
+    SOURCE,
+    TOP1_SCORE,
+    Grids,
+)
+from agent.core.drift.stats import (
+    LOWER_IS_WORSE,
+    MIX_STATS,
+    NUMERIC_STATS,
+    PSI_EPSILON,
+    chi2_p,
+    chi2_test,
+    js,
+    ks,
+    psi,
+    statistic,
+    wasserstein,
+)
+
+__all__ = [
+    "BASELINE_FORMAT", "CONTENT_AGE", "DEFAULT_GRIDS", "DEFAULT_THRESHOLDS", "FEATURES", "FILTER_OUTCOME",
+    "LANGUAGE", "LATENCY", "LOWER_IS_WORSE", "MEAN_SCORE", "MIXES", "MIX_STATS", "NUMERIC_STATS", "OTHER",
+    "PARENT_DIVERSITY", "PSI_EPSILON", "QUERY_CLUSTER", "QUERY_TYPE", "RESULT_COUNT", "SCORE_GAP", "SOURCE",
+    "TOP1_SCORE",
+    "AppBaseline", "Baseline", "Bins", "Calibration", "Categories", "Counts", "DayData", "Finding", "Grid", "Grids",
+    "Reference", "Threshold",
+    "alarm", "calibrate_thresholds", "chi2_p", "chi2_test", "evaluate", "freeze", "js", "ks", "psi", "quantile",
+    "statistic", "version_of", "wasserstein",
+]  # fmt: skip

@@ -1,0 +1,228 @@
+"""A frozen, versioned baseline, and the evaluation of a window against it.
+
+`freeze` sums the stored daily counts of a range of days into, per app: for
+each numeric feature the quantile `Bins` of its fine counts, the summed coarse
+counts and a `Threshold` per statistic; for each mix the `Categories` (the
+most frequent, the rest in `other`), the summed counts and thresholds
+(calibrate.py: leave-one-day-out over the same days). The baseline's version
+is a hash of its content (the name excluded), so the same days and settings
+give the same version and byte-identical JSON (`to_json`: sorted keys).
+
+`evaluate` rebins a window's fine counts on the baseline's bins (folds its
+mixes on the baseline's categories) and reports one `Finding` per app,
+feature and statistic. Skipped, by design: apps and features the baseline
+lacks (no reference to compare with), features the window has no events for,
+and windows smaller than the threshold's smallest size (too few events).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+
+import numpy as np
+
+from agent.core.drift.bins import Bins, Categories
+from agent.core.drift.calibrate import Calibration, Threshold, alarm, calibrate_thresholds
+from agent.core.drift.features import Grids
+from agent.core.drift.stats import MIX_STATS, NUMERIC_STATS, statistic
+
+BASELINE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Binned data of one app over one day or window, as the agent stores it."""
+
+    numeric: Mapping[str, Sequence[int] | Mapping[int, int]] = field(default_factory=dict)  # fine counts
+    mixes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # mix -> category -> count
+
+    def to_dict(self) -> dict:
+        """Plain data for the store: fine counts sparse, as {"cell": count} without zeros."""
+        numeric = {}
+        for feature, counts in self.numeric.items():
+            items = counts.items() if isinstance(counts, Mapping) else enumerate(counts)
+            numeric[feature] = {str(int(i)): int(n) for i, n in items if n}
+        return {"numeric": numeric, "mixes": {m: {k: int(n) for k, n in c.items()} for m, c in self.mixes.items()}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Counts:
+        return cls({f: {int(i): int(n) for i, n in c.items()} for f, c in data.get("numeric", {}).items()},
+                   {m: {k: int(n) for k, n in c.items()} for m, c in data.get("mixes", {}).items()})  # fmt: skip
+
+
+DayData = Mapping[str, Counts]  # app -> its counts for one day (or one window)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One feature's (or mix's) frozen distribution: bins or categories, counts, thresholds by statistic."""
+
+    bins: Bins | Categories
+    counts: tuple[int, ...]
+    thresholds: Mapping[str, Threshold]
+
+    def to_dict(self) -> dict:
+        return {"bins": self.bins.to_dict(), "counts": list(self.counts),
+                "thresholds": {s: t.to_dict() for s, t in self.thresholds.items()}}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping, mix: bool) -> Reference:
+        bins = Categories.from_dict(data["bins"]) if mix else Bins.from_dict(data["bins"])
+        return cls(bins, tuple(int(c) for c in data["counts"]),
+                   {s: Threshold.from_dict(t) for s, t in data["thresholds"].items()})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AppBaseline:
+    numeric: Mapping[str, Reference]
+    mixes: Mapping[str, Reference]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    version: str  # content hash: 16 hex digits of a SHA-256
+    days: tuple[str, ...]  # ISO dates it was frozen from, sorted
+    n_bins: int
+    max_categories: int
+    calibration: Calibration
+    apps: Mapping[str, AppBaseline]
+
+    def content(self) -> dict:
+        """Everything the version hashes: all but the name and the version."""
+        return {
+            "format": BASELINE_FORMAT, "days": list(self.days), "n_bins": self.n_bins,
+            "max_categories": self.max_categories, "calibration": self.calibration.to_dict(),
+            "apps": {app: {"numeric": {f: r.to_dict() for f, r in a.numeric.items()},
+                           "mixes": {m: r.to_dict() for m, r in a.mixes.items()}}
+                     for app, a in self.apps.items()},
+        }  # fmt: skip
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, **self.content()}
+
+    def to_json(self) -> bytes:
+        """Canonical JSON: sorted keys, no spaces; the same content gives the same bytes."""
+        return _canonical(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Baseline:
+        if data.get("format") != BASELINE_FORMAT:
+            raise ValueError(f"baseline format {data.get('format')!r}, this version reads {BASELINE_FORMAT}")
+        apps = {
+            app: AppBaseline({f: Reference.from_dict(r, mix=False) for f, r in a["numeric"].items()},
+                             {m: Reference.from_dict(r, mix=True) for m, r in a["mixes"].items()})
+            for app, a in data["apps"].items()
+        }  # fmt: skip
+        out = cls(str(data["name"]), str(data["version"]), tuple(data["days"]), int(data["n_bins"]),
+                  int(data["max_categories"]), Calibration.from_dict(data["calibration"]), apps)  # fmt: skip
+        if out.version != version_of(out.content()):
+            raise ValueError(f"baseline {out.name!r}: content does not match version {out.version}")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    app: str
+    feature: str  # a numeric feature or a mix
+    stat: str  # psi, js, ks, wasserstein (numeric); psi, chi2_p (mixes)
+    value: float
+    threshold: float
+    alarm: bool  # value beyond threshold, in the statistic's bad direction
+    n: int  # the window's events (values, for a feature counted per result)
+    calibrated: bool  # False: a default threshold (too few baseline days)
+
+
+def version_of(content: Mapping) -> str:
+    return hashlib.sha256(_canonical(content)).hexdigest()[:16]
+
+
+def freeze(
+    days: Mapping[str, DayData],
+    name: str = "baseline",
+    grids: Grids = Grids(),
+    n_bins: int = 10,
+    max_categories: int = 20,
+    calibration: Calibration = Calibration(),
+) -> Baseline:
+    """A baseline from daily counts keyed by ISO date; ValueError when there is nothing to freeze."""
+    for day in days:
+        try:
+            date.fromisoformat(day)
+        except (TypeError, ValueError):
+            raise ValueError(f"baseline days are keyed by ISO date (YYYY-MM-DD), got {day!r}") from None
+    order = sorted(days)
+    apps = {}
+    for app in sorted({app for day in days.values() for app in day}):
+        per_day = [days[d].get(app, Counts()) for d in order]
+        numeric = {}
+        for feature in sorted({f for c in per_day for f in c.numeric}):
+            grid = grids.grid(app, feature)
+            fine = _integral([grid.dense(c.numeric.get(feature, {})) for c in per_day], app, feature)
+            if fine.sum() > 0:
+                bins = Bins.from_quantiles(grid, fine.sum(axis=0), n_bins)
+                coarse = np.array([bins.rebin(row) for row in fine])
+                numeric[feature] = _reference(bins, coarse, NUMERIC_STATS, calibration, app, feature, bins.centres)
+        mixes = {}
+        for mix in sorted({m for c in per_day for m in c.mixes}):
+            total: dict[str, int] = {}
+            for c in per_day:
+                for k, n in c.mixes.get(mix, {}).items():
+                    total[k] = total.get(k, 0) + n
+            if sum(total.values()) > 0:
+                cats = Categories.from_counts(total, max_categories)
+                folded = _integral([cats.fold(c.mixes.get(mix, {})) for c in per_day], app, mix)
+                mixes[mix] = _reference(cats, folded, MIX_STATS, calibration, app, mix, None)
+        if set(numeric) & set(mixes):
+            raise ValueError(f"app {app!r}: {sorted(set(numeric) & set(mixes))} named both a feature and a mix")
+        if numeric or mixes:
+            apps[app] = AppBaseline(numeric, mixes)
+    if not apps:
+        raise ValueError(f"no data to freeze baseline {name!r} from: {len(days)} days, no counts in any")
+    content = Baseline(name, "", tuple(order), n_bins, max_categories, calibration, apps).content()
+    return Baseline(name, version_of(content), tuple(order), n_bins, max_categories, calibration, apps)
+
+
+def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
+    """Findings of one window (app -> fine counts and mix counts), sorted by app, feature, statistic."""
+    out = []
+    for app in sorted(set(baseline.apps) & set(window)):
+        ref, counts = baseline.apps[app], window[app]
+        pairs = [(f, r, r.bins.rebin(counts.numeric[f])) for f, r in ref.numeric.items() if f in counts.numeric]
+        pairs += [(m, r, np.array(r.bins.fold(counts.mixes[m]))) for m, r in ref.mixes.items() if m in counts.mixes]
+        for feature, r, coarse in sorted(pairs, key=lambda p: p[0]):
+            n = int(coarse.sum())
+            if n <= 0:
+                continue
+            centres = getattr(r.bins, "centres", None)
+            for stat, threshold in sorted(r.thresholds.items()):
+                limit = threshold.at(n)
+                if limit is None:
+                    continue
+                value = float(statistic(stat, r.counts, coarse, centres))
+                fired = alarm(stat, value, limit)
+                out.append(Finding(app, feature, stat, value, limit, fired, n, threshold.calibrated))
+    return out
+
+
+def _reference(bins, rows: np.ndarray, stats, calibration: Calibration, app: str, name: str, centres) -> Reference:
+    key = (zlib.crc32(f"{app}\x00{name}".encode()),)
+    thresholds = calibrate_thresholds(rows, stats, centres, calibration, key)
+    return Reference(bins, tuple(int(c) for c in rows.sum(axis=0)), thresholds)
+
+
+def _integral(rows, app: str, name: str) -> np.ndarray:
+    """Day rows as int64, refusing what is not a count (thinning draws events, so counts are whole)."""
+    raw = np.array(rows, dtype=float)
+    if not (np.isfinite(raw).all() and (raw >= 0).all() and (raw == np.floor(raw)).all()):
+        raise ValueError(f"app {app!r}, {name!r}: daily counts must be whole numbers >= 0")
+    return raw.astype(np.int64)
+
+
+def _canonical(data) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode()

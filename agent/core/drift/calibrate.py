@@ -1,0 +1,222 @@
+"""Thresholds calibrated from the baseline itself, for a target false-alarm rate.
+
+The null is "a window looks like one more day of the baseline period": for
+each baseline day d, the statistic between day d and the rest of the baseline
+(the other days summed) is one draw of what an undrifted window scores. The
+threshold is the quantile 1 - rate of those leave-one-day-out values (the
+quantile `rate` for a p-value, which alarms when small). Default rate 1/30:
+about one false alarm per feature, statistic and 30 daily windows.
+
+Quantile rule, small samples: the Weibull plotting position (numpy's
+`method="weibull"`): with m sorted values the threshold is read at position
+(m + 1) * level, interpolated linearly between neighbours, so the chance that a
+fresh null value exceeds the k-th largest is k / (m + 1) on average. With
+m + 1 < 1 / rate the position falls beyond the largest value and the threshold
+is the largest (the smallest for a p-value): the expected false-alarm rate is
+then 1 / (m + 1), not `rate`, and `Threshold.reason` says so.
+
+Sample size: a 1 h window holds far fewer events than a day, so its statistics
+are noisier and a day-sized threshold would false-alarm on it. So thresholds
+are calibrated on a ladder of sizes: rungs n = min_events * 2^j below the
+median day, where each day is thinned to n events (a seeded draw without
+replacement, multivariate hypergeometric, `draws` times per day) before it is
+compared with the rest; then the day rung, whole days, at the median day size.
+Thinning keeps the baseline's day-to-day variation (weekdays, releases) and
+adds the sampling noise of n events, so neither needs a model.
+- A window of n events between rungs: a power law between the two (linear in
+  log threshold against log n, as sampling noise goes: PSI about 1/n, the
+  others about 1/sqrt(n)); linear in log n where a value is 0.
+- Below the smallest rung: no threshold, too few events to judge.
+- Above the day rung: the day rung's. Longer windows are outside the
+  calibration; the day threshold is conservative for them (averaging days
+  shrinks the day-to-day spread), except the p-value's, which gets stricter
+  as n grows.
+- The day rung mixes days of different sizes, so for a window of the median
+  size it is a little conservative when sizes vary (measured over 40
+  baselines of 60 days: 0.024 to 0.030 for a target of 0.033 with sizes
+  +-25 %, 0.033 to 0.036 with equal sizes).
+
+Fallback: with fewer than `min_days` days holding data (default 7), no
+calibration: `DEFAULT_THRESHOLDS`, flagged `calibrated=False` with the reason.
+They are rules of thumb, each about what a shift of half a standard deviation
+of a normal feature scores on 10 quantile bins (0.24, 0.20, 0.20, 0.47 sd):
+PSI 0.25 (the classic "significant shift"), JS distance 0.2 (base 2), KS 0.2,
+Wasserstein-1 0.5 baseline standard deviations; chi-square p-value 0.001.
+They do not scale with the window's size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from agent.core.drift.stats import LOWER_IS_WORSE, statistic
+
+# wasserstein: in baseline standard deviations (it has the feature's units)
+DEFAULT_THRESHOLDS = MappingProxyType({"psi": 0.25, "js": 0.2, "ks": 0.2, "wasserstein": 0.5, "chi2_p": 0.001})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How thresholds are calibrated; stored in the baseline for the record."""
+
+    rate: float = 1 / 30  # target false alarms per feature and statistic, per window
+    min_days: int = 7  # days with data needed to calibrate; fewer: the defaults
+    min_events: int = 32  # smallest window judged (the ladder's first rung)
+    draws: int = 8  # thinned samples per day and rung
+    seed: int = 0  # the thinning's seed: the same days give the same thresholds
+    defaults: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
+
+    def __post_init__(self) -> None:
+        if not 0 < self.rate < 0.5:
+            raise ValueError("rate must be in (0, 0.5)")
+        if self.min_days < 3 or self.min_events < 2 or self.draws < 1:
+            raise ValueError("need min_days >= 3, min_events >= 2 and draws >= 1")
+        unknown = set(self.defaults) - set(DEFAULT_THRESHOLDS)
+        if unknown:
+            raise ValueError(f"unknown drift statistics in defaults: {sorted(unknown)}")
+        object.__setattr__(self, "rate", float(self.rate))
+        merged = {k: float(v) for k, v in sorted({**DEFAULT_THRESHOLDS, **self.defaults}.items())}
+        object.__setattr__(self, "defaults", MappingProxyType(merged))
+
+    def to_dict(self) -> dict:
+        return {"rate": self.rate, "min_days": self.min_days, "min_events": self.min_events,
+                "draws": self.draws, "seed": self.seed, "defaults": dict(self.defaults)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Calibration:
+        return cls(float(data["rate"]), int(data["min_days"]), int(data["min_events"]), int(data["draws"]),
+                   int(data["seed"]), dict(data["defaults"]))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One statistic's threshold by window size: values at `sizes` (events), a power law between them."""
+
+    sizes: tuple[int, ...]  # increasing; the last is the median baseline day
+    values: tuple[float, ...]
+    samples: tuple[int, ...]  # leave-one-out values behind each (0: a default)
+    calibrated: bool
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not self.sizes or len(self.values) != len(self.sizes) or len(self.samples) != len(self.sizes):
+            raise ValueError("a threshold needs one value and sample count per size")
+        if any(b <= a for a, b in zip(self.sizes, self.sizes[1:])) or self.sizes[0] < 1:
+            raise ValueError("threshold sizes must be increasing and >= 1")
+
+    def at(self, n: float) -> float | None:
+        """The threshold for a window of n events; None below the smallest size."""
+        if n < self.sizes[0]:
+            return None
+        if n >= self.sizes[-1]:
+            return self.values[-1]
+        j = int(np.searchsorted(self.sizes, n, side="right"))  # sizes[j - 1] <= n < sizes[j]
+        (n0, n1), (v0, v1) = self.sizes[j - 1 : j + 1], self.values[j - 1 : j + 1]
+        x = math.log(n / n0) / math.log(n1 / n0)
+        if v0 > 0 and v1 > 0:  # a power law between rungs, as sampling noise is
+            return float(math.exp(math.log(v0) + x * math.log(v1 / v0)))
+        return float(v0 + x * (v1 - v0))
+
+    def to_dict(self) -> dict:
+        return {"sizes": list(self.sizes), "values": list(self.values), "samples": list(self.samples),
+                "calibrated": self.calibrated, "reason": self.reason}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Threshold:
+        return cls(tuple(int(s) for s in data["sizes"]), tuple(float(v) for v in data["values"]),
+                   tuple(int(s) for s in data["samples"]), bool(data["calibrated"]), str(data["reason"]))  # fmt: skip
+
+
+def alarm(stat: str, value: float, threshold: float | None) -> bool:
+    """Beyond the threshold, in the statistic's bad direction (strictly)."""
+    if threshold is None:
+        return False
+    return value < threshold if stat in LOWER_IS_WORSE else value > threshold
+
+
+def quantile(values, stat: str, rate: float) -> float:
+    """The Weibull-position quantile at the bad tail: 1 - rate, or rate for a p-value."""
+    level = rate if stat in LOWER_IS_WORSE else 1 - rate
+    return float(np.quantile(np.asarray(values, dtype=float), level, method="weibull"))
+
+
+def calibrate_thresholds(
+    days,
+    stats: Sequence[str],
+    centres=None,
+    settings: Calibration = Calibration(),
+    key: Sequence[int] = (),
+) -> dict[str, Threshold]:
+    """Thresholds per statistic from per-day coarse counts (D x k integers, one row per day).
+
+    `key` (e.g. a hash of app and feature) joins `settings.seed` to seed the
+    thinning, so each feature draws its own stream whatever the order of calls.
+    """
+    counts = np.asarray(days, dtype=np.int64)
+    if counts.ndim != 2 or (counts < 0).any():
+        raise ValueError("days must be a D x k array of counts >= 0")
+    counts = counts[counts.sum(axis=1) > 0]
+    d = len(counts)
+    if d < settings.min_days:
+        return fallback(stats, counts.sum(axis=0), centres, settings, f"{d} days with data, {settings.min_days} needed")
+    sizes, rows, rests = ladder(counts, settings, np.random.default_rng([settings.seed, *key]))
+    out = {}
+    for stat in stats:
+        values, kept_sizes, samples = [], [], []
+        for n, sample, rest in zip(sizes, rows, rests):
+            if len(sample) < settings.min_days:
+                continue
+            values.append(quantile(statistic(stat, rest, sample, centres), stat, settings.rate))
+            kept_sizes.append(n)
+            samples.append(len(sample))
+        reason = f"calibrated on {d} days"
+        if (d + 1) * settings.rate < 1:
+            reason += f"; the day-size threshold is the extreme of {d} values: false-alarm rate about 1/{d + 1}"
+        out[stat] = Threshold(tuple(kept_sizes), tuple(values), tuple(samples), True, reason)
+    return out
+
+
+def ladder(counts: np.ndarray, settings: Calibration, rng: np.random.Generator):
+    """(sizes, samples per size, rest of the baseline per sample): the thinned rungs, then whole days."""
+    totals = counts.sum(axis=1)
+    rest = counts.sum(axis=0) - counts  # row d: the baseline without day d
+    day = int(np.median(totals))
+    sizes, rows, rests = [], [], []
+    n = settings.min_events
+    while n < day:
+        big = np.flatnonzero(totals >= n)
+        drawn = [rng.multivariate_hypergeometric(counts[i], n, size=settings.draws) for i in big]
+        sizes.append(n)
+        rows.append(np.concatenate(drawn) if drawn else np.zeros((0, counts.shape[1]), dtype=np.int64))
+        rests.append(np.repeat(rest[big], settings.draws, axis=0))
+        n *= 2
+    sizes.append(day)
+    rows.append(counts)
+    rests.append(rest)
+    return sizes, rows, rests
+
+
+def fallback(stats: Sequence[str], total, centres, settings: Calibration, why: str) -> dict[str, Threshold]:
+    """The default thresholds, flagged uncalibrated (wasserstein scaled by the baseline's standard deviation)."""
+    out = {}
+    for stat in stats:
+        value = float(settings.defaults[stat])
+        if stat == "wasserstein":
+            value *= spread(total, centres)
+        out[stat] = Threshold((settings.min_events,), (value,), (0,), False, f"{why}: default threshold")
+    return out
+
+
+def spread(counts, centres) -> float:
+    """Standard deviation of the binned distribution (mass at the centres); 0 without data."""
+    w = np.asarray(counts, dtype=float)
+    if w.sum() <= 0:
+        return 0.0
+    c = np.asarray(centres, dtype=float)
+    mean = np.dot(w, c) / w.sum()
+    return float(math.sqrt(np.dot(w, (c - mean) ** 2) / w.sum()))
