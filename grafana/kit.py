@@ -153,6 +153,7 @@ class Board:
     def table(self, title: str, description: str, queries: list[Q], *, width: int = 12, height: int = 6):
         panel = table.Panel()
         self._common(panel, title, description, "none", queries, None, width, height)
+        panel.align(cm.FieldTextAlignment.AUTO).inspect(False).show_header(True)
         panel.with_transformation(dm.DataTransformerConfig(id_val="organize", options={
             "excludeByName": {"Time": True, "Value": True}, "indexByName": {}, "renameByName": {}}))
         return panel
