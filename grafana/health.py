@@ -114,9 +114,13 @@ def build(rules: Rules):
     )
     b.row(
         "Scrape cost",
-        b.timeseries("Scrape duration", "How long Prometheus took to scrape each replica's /metrics (all "
-                     "collectors: retrieval families, windows, health, judgment).", "s",
-                     [Q(f"scrape_duration_seconds{{{job}}}", "{{instance}}")], width=8),
+        b.timeseries("Scrape duration", "How long Prometheus took to scrape each replica's /metrics (every "
+                     "collector: retrieval families, windows, health, judgment), and that time per 1000 samples "
+                     "(the cost of rendering, apart from how many series there are).", "s", [
+                         Q(f"scrape_duration_seconds{{{job}}}", "{{instance}}"),
+                         Q(f"scrape_duration_seconds{{{job}}}\n/ (scrape_samples_scraped{{{job}}} > 0) * 1000",
+                           "{{instance}} per 1000 samples"),
+                     ], width=8),
         b.timeseries("Samples per scrape", "Samples each scrape returned and new series it added: the label cap "
                      "(metrics.top_n) bounds both.", "short", [
                          Q(f"scrape_samples_scraped{{{job}}}", "{{instance}} samples"),
