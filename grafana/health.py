@@ -97,8 +97,8 @@ def build(rules: Rules):
                      [Q(rate("ragdrift_checkpoints_total", I, "instance, outcome"), "{{instance}} {{outcome}}")],
                      width=12),
         b.stat("Checkpoint errors", "Failed checkpoint transactions in the time range, selected replicas.", "none",
-               [Q(f"sum(increase(ragdrift_checkpoints_total{{outcome=\"error\", {I}}}[$__range]))")],
-               zero_is_good=True, decimals=0, width=12, height=8),
+               [Q(f"sum(increase(ragdrift_checkpoints_total{{outcome=\"error\", {I}}}[$__range]))", instant=True)],
+               zero_is_good=True, decimals=0, graph=False, width=12, height=8),
     )
     dead = "ragdrift_dead_letters_total"
     b.row(

@@ -33,16 +33,17 @@ def build(rules: Rules):
                "unauthorized result, unsampled.", "none", [Q("max(ragdrift_security_queue_events)")], decimals=0,
                width=4),
         b.stat("Last batch built", "When the newest judgment batch was built (weekly job, default Monday 06:00 "
-               "UTC, or `ragdrift batch build`).", "dateTimeFromNow", [Q(f"{batch} * 1000")],
+               "UTC, or `ragdrift batch build`).", "dateTimeFromNow", [Q(f"{batch} * 1000", instant=True)],
                no_value="never", graph=False, width=4),
-        b.stat("Last batch age", "Time since the newest judgment batch was built.", "s", [Q(f"time() - {batch}")],
+        b.stat("Last batch age", "Time since the newest judgment batch was built.", "s", [Q(f"time() - {batch}", instant=True)],
                threshold="judgment_batch_age_seconds", no_value="no batch yet", graph=False, width=4),
         b.stat("Items in the last batch", "Items (query and its admitted chunks) in the newest judgment batch.",
-               "none", [Q("max(ragdrift_judgment_batch_last_items)")], no_value="no batch yet", decimals=0, width=4),
+               "none", [Q("max(ragdrift_judgment_batch_last_items)", instant=True)], no_value="no batch yet", decimals=0,
+               graph=False, width=4),
         b.stat("Failed batch runs", "Scheduled batch runs that failed in the time range, all replicas (the agent "
                "logs why; the next run retries).", "none",
-               [Q("sum(increase(ragdrift_judgment_batch_failures_total[$__range]))")], zero_is_good=True,
-               decimals=0, width=4),
+               [Q("sum(increase(ragdrift_judgment_batch_failures_total[$__range]))", instant=True)],
+               zero_is_good=True, decimals=0, graph=False, width=4),
     )
     b.row(
         "Sampling",

@@ -52,14 +52,14 @@ def build(rules: Rules):
         b.stat("Unauthorized results", "Results outside the principal's tenant or groups in the time range, all "
                "replicas. Unauthorized chunks must never reach candidates: the target is 0. "
                + page.format(alert="RagdriftUnauthorizedRetrieval"), "none",
-               [Q(count_in_range("ragdrift_unauthorized_results_total"))], zero_is_good=True, decimals=0),
+               [Q(count_in_range("ragdrift_unauthorized_results_total"), instant=True)], zero_is_good=True, decimals=0, graph=False),
         b.stat("Retrievals with unauthorized results", "Retrievals with at least one unauthorized result in the "
                "time range, all replicas; each is queued for security review.", "none",
-               [Q(count_in_range("ragdrift_unauthorized_retrievals_total"))], zero_is_good=True, decimals=0),
+               [Q(count_in_range("ragdrift_unauthorized_retrievals_total"), instant=True)], zero_is_good=True, decimals=0, graph=False),
         b.stat("Retrievals without identity claims", "Retrievals that served results while the principal's "
                "identity claims were missing (access filters could not apply), in the time range. "
                + page.format(alert="RagdriftUnauthorizedRisk"), "none",
-               [Q(count_in_range("ragdrift_unauthorized_risk_retrievals_total"))], zero_is_good=True, decimals=0),
+               [Q(count_in_range("ragdrift_unauthorized_risk_retrievals_total"), instant=True)], zero_is_good=True, decimals=0, graph=False),
         b.stat("Security review queue", "Events waiting in the security review queue (every event with an "
                "unauthorized result, unsampled). The store's figure, the same on every replica: max.", "none",
                [Q("max(ragdrift_security_queue_events)")], decimals=0),
@@ -94,12 +94,13 @@ def build(rules: Rules):
         b.stat("Stale conflicts", "Retrievals that admitted a stale and a current version of the same parent "
                "document in the time range: answers may contradict current policy. "
                + page.format(alert="RagdriftStaleConflict"), "none",
-               [Q(count_in_range("ragdrift_stale_conflict_retrievals_total"))], zero_is_good=True, decimals=0),
+               [Q(count_in_range("ragdrift_stale_conflict_retrievals_total"), instant=True)], zero_is_good=True, decimals=0, graph=False),
         b.stat("Stale results", "Stale admitted results in the time range, all replicas.", "none",
-               [Q(count_in_range("ragdrift_stale_results_total"))], decimals=0),
+               [Q(count_in_range("ragdrift_stale_results_total"), instant=True)], decimals=0, graph=False),
         b.stat("Not yet effective", "Admitted results whose effective date is after the event (a subset of the "
                "stale results), in the time range.", "none",
-               [Q(count_in_range("ragdrift_not_yet_effective_results_total"))], decimals=0),
+               [Q(count_in_range("ragdrift_not_yet_effective_results_total"), instant=True)], decimals=0,
+               graph=False),
         b.timeseries("Stale share by app", "Share of each app's admitted results that are stale.", "percentunit",
                      [Q(stale_share, "{{app}}")], threshold="stale_result_ratio"),
         b.timeseries("Stale results per step", "Stale admitted results per app in each step. Exemplars link to "
