@@ -10,7 +10,7 @@ agent target selector, read from rules/ragdrift.rules.yaml.
 from __future__ import annotations
 
 from agent.core.partitions import PAUSE_AFTER_FAILURES
-from grafana.kit import Board, Q, query_variable
+from grafana.kit import APP, Board, Q, query_variable
 from grafana.overview import rate
 from grafana.thresholds import Rules
 
@@ -76,7 +76,11 @@ def build(rules: Rules):
                          Q(rate("ragdrift_late_events_total", I, "instance"), "{{instance}} late"),
                          Q(rate("ragdrift_future_events_total", I, "instance"), "{{instance}} future"),
                          Q(rate("ragdrift_unknown_fields_total", I, "instance"), "{{instance}} ignored fields"),
-                     ], width=24),
+                     ], width=12),
+        b.timeseries("Retrievals processed per second by app", "Retrieval events each replica processed per "
+                     "second, per selected app: where a replica's throughput goes.", "reqps",
+                     [Q(rate("ragdrift_retrievals_total", f"{APP}, {I}", "instance, app"), "{{instance}} {{app}}")],
+                     width=12),
     )
     b.row(
         "Kafka and checkpoints",

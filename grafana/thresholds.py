@@ -119,7 +119,6 @@ class Rules:
 
     thresholds: dict[str, Threshold]
     target_selector: str  # e.g. up{job=~"ragdrift.*"}
-    alerts: dict[str, dict]  # alert name -> its rule (expr, for, labels, ...)
 
     def __getitem__(self, knob: str) -> Threshold:
         return self.thresholds[knob]
@@ -167,4 +166,4 @@ def read(path: str | Path = RULES) -> Rules:
         thresholds[name] = Threshold(name, knob.alert, _product(text), str(alerts[knob.alert].get("for", "0m")),
                                      text, m.span("value"))
     selector = _match(alerts, TARGET_SELECTOR).group("value")
-    return Rules(thresholds, selector, alerts)
+    return Rules(thresholds, selector)
