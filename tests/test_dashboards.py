@@ -217,6 +217,7 @@ def test_dashboard_conventions():
         assert app["type"] == "query" and app["query"] == "label_values(ragdrift_retrievals_total, app)"
         assert app["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert app["multi"] and app["includeAll"] and app["allValue"] == ".*"
+        assert any("$app" in t["expr"] for p in _panels(board) for t in p["targets"]), f"{name} ignores $app"
         ids = [p["id"] for p in board["panels"]]
         assert ids == list(range(1, len(ids) + 1)), name
         cells: dict[tuple[int, int], str] = {}
