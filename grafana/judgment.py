@@ -1,0 +1,61 @@
+"""Judgment program: is the weekly human judgment of retrieval quality on track?
+Candidates per stratum this week, the security review queue, the last batch
+(when, how big) and failed batch runs.
+
+The judgment and queue gauges are the store's figures, read every minute by
+each replica (agent/io/scheduler.py), so every replica exports the same value:
+`max`, never `sum`. Batch failures are counted per replica: `sum`.
+"""
+
+from __future__ import annotations
+
+from grafana.kit import Board, Q
+from grafana.thresholds import Rules
+
+UID = "ragdrift-judgment"
+# Strata are "app|query_type", plus `uniform` and `other`: the selected apps'
+# strata and the two shared ones.
+STRATA = 'stratum=~"$app\\\\|.+|uniform|other"'
+CANDIDATES = f"max by (stratum) (ragdrift_judgment_candidates{{{STRATA}}})"
+
+
+def build(rules: Rules):
+    b = Board(rules, UID, "ragdrift / Judgment program",
+              "Is the weekly human judgment of retrieval quality on track? Candidates sampled per stratum this "
+              "ISO week, the security review queue, and the weekly batch the judges receive.")
+    batch = "max(ragdrift_judgment_batch_last_timestamp_seconds)"
+    b.row(
+        "This week",
+        b.stat("Candidates this week", "Judgment candidates sampled this ISO week in the selected apps' strata and "
+               "the uniform stratum, all replicas (the store's figure: max per stratum, then summed).", "none",
+               [Q(f"sum(\n  {CANDIDATES}\n)\nor vector(0)")], decimals=0, width=4),
+        b.stat("Security review queue", "Events in the security review queue: every retrieval with an "
+               "unauthorized result, unsampled.", "none", [Q("max(ragdrift_security_queue_events)")], decimals=0,
+               width=4),
+        b.stat("Last batch built", "When the newest judgment batch was built (weekly job, default Monday 06:00 "
+               "UTC, or `ragdrift batch build`).", "dateTimeFromNow", [Q(f"{batch} * 1000", instant=True)],
+               no_value="never", graph=False, width=4),
+        b.stat("Last batch age", "Time since the newest judgment batch was built.", "s", [Q(f"time() - {batch}", instant=True)],
+               threshold="judgment_batch_age_seconds", no_value="no batch yet", graph=False, width=4),
+        b.stat("Items in the last batch", "Items (query and its admitted chunks) in the newest judgment batch.",
+               "none", [Q("max(ragdrift_judgment_batch_last_items)", instant=True)], no_value="no batch yet", decimals=0,
+               graph=False, width=4),
+        b.stat("Failed batch runs", "Scheduled batch runs that failed in the time range, all replicas (the agent "
+               "logs why; the next run retries).", "none",
+               [Q("sum(increase(ragdrift_judgment_batch_failures_total[$__range]))", instant=True)],
+               zero_is_good=True, decimals=0, graph=False, width=4),
+    )
+    b.row(
+        "Sampling",
+        b.bars("Candidates per stratum", "This ISO week's candidates per stratum (app|query type, uniform, "
+               "other), largest first.", "none", [Q(f"sort_desc(\n  {CANDIDATES}\n)", "{{stratum}}", instant=True)],
+               height=10),
+        b.timeseries("Candidates over the week", "Candidates per stratum as the week fills; the count restarts "
+                     "with each ISO week.", "none", [Q(CANDIDATES, "{{stratum}}")], height=10),
+        b.timeseries("Security review queue", "Events waiting for security review.", "none",
+                     [Q("max(ragdrift_security_queue_events)", "queue")]),
+        b.timeseries("Batch failures per step", "Failed scheduled batch runs per replica in each step.", "none",
+                     [Q("sum by (instance) (increase(ragdrift_judgment_batch_failures_total[$__rate_interval]))",
+                        "{{instance}}")], bars=True, interval="1m"),
+    )
+    return b.build()
