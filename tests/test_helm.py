@@ -220,7 +220,9 @@ def test_the_rendered_config_is_one_the_agent_accepts(rendered, scenario, tmp_pa
     assert c["args"] == ["run", "--config", "/etc/ragdrift/ragdrift.yaml"]
     config_volume = next(v for v in pod["volumes"] if "configMap" in v)
     assert {"name": config_volume["name"], "mountPath": "/etc/ragdrift", "readOnly": True} in c["volumeMounts"]
-    raw = yaml.safe_load(one(docs, "ConfigMap")["data"]["ragdrift.yaml"])
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap" and "ragdrift.yaml" in d["data"]]  # dashboards aside
+    assert config["metadata"]["name"] == config_volume["configMap"]["name"]
+    raw = yaml.safe_load(config["data"]["ragdrift.yaml"])
     secret_values = {"RAGDRIFT_STORE__URL": "postgresql+psycopg://ragdrift:pw@postgresql/ragdrift",
                      "RAGDRIFT_JUDGMENT__SALT": "s3cret", "LABEL_STUDIO_TOKEN": "t0ken"}
     environ = {}
