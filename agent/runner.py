@@ -242,6 +242,7 @@ class Agent:
             rejected=dict(self.letters.rejected), lag=self.parts.lag(self.log_end), assigned=len(states),
             last_checkpoint=self.parts.last_checkpoint, checkpoints=dict(self.parts.checkpoints), resets=self.parts.resets,
             last_contact=self.last_contact, unreachable_since=self.unreachable_since,
+            paused=partitions.paused(self.parts.failures),
         )
         self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health))
 

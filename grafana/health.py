@@ -97,8 +97,9 @@ def build(rules: Rules):
                      [Q(checkpoint_age, "{{instance}}")], threshold="checkpoint_age_seconds", width=8),
         b.timeseries("Checkpoints and pauses", f"Checkpoint transactions per second by outcome. After "
                      f"{PAUSE_AFTER_FAILURES} failed checkpoints in a row a replica pauses consumption until one "
-                     f"succeeds: errors here with a flat processed rate and a growing lag are a pause.", "reqps",
-                     [Q(rate("ragdrift_checkpoints_total", I, "instance, outcome"), "{{instance}} {{outcome}}")],
+                     f"succeeds (the paused series reads 1 meanwhile).", "reqps",
+                     [Q(rate("ragdrift_checkpoints_total", I, "instance, outcome"), "{{instance}} {{outcome}}"),
+                      Q(f"ragdrift_consumption_paused{{{I}}}", "{{instance}} paused")],
                      width=12),
         b.stat("Checkpoint errors", "Failed checkpoint transactions in the time range, selected replicas.", "none",
                [Q(f"sum(increase(ragdrift_checkpoints_total{{outcome=\"error\", {I}}}[$__range]))", instant=True)],

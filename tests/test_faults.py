@@ -188,11 +188,13 @@ def test_lag_keeps_counting_while_consumption_is_paused(broker, make_topic, agen
         wait_until(lambda: agent.value("ragdrift_consumer_lag_messages") == backlog, 30, 0.2,
                    f"lag of {backlog} messages while paused")
         assert agent.value("ragdrift_events_total") == processed
+        wait_until(lambda: agent.value("ragdrift_consumption_paused") == 1, 10, 0.2, "the pause exported")
     finally:
         locked.rollback()
         conn.close()
         engine.dispose()
     wait_until(lambda: agent.value("ragdrift_events_total") >= 370, 60, 0.2, "consumption resumed")
+    assert agent.value("ragdrift_consumption_paused") == 0
     wait_until(lambda: agent.value("ragdrift_consumer_lag_messages") == 0, 30, 0.2, "lag drained")
 
 

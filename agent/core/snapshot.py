@@ -69,6 +69,7 @@ class Health:
     resets: int = 0  # partitions started afresh (log recreated)
     last_contact: float | None = None  # epoch s of Kafka's last answer
     unreachable_since: float | None = None  # set while Kafka does not answer
+    paused: bool = False  # consumption paused while checkpoints keep failing
 
 
 @dataclass(frozen=True)

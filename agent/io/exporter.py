@@ -171,6 +171,9 @@ class HealthCollector:
         yield GaugeMetricFamily(f"{PREFIX}kafka_unreachable_seconds",
                                 "Seconds Kafka has not answered this replica's probes; 0 while it answers.",
                                 value=snap.unreachable_seconds)
+        yield GaugeMetricFamily(f"{PREFIX}consumption_paused",
+                                "1 while this replica has paused consumption because checkpoints keep failing.",
+                                value=int(health.paused))
         resets = CounterMetricFamily(f"{PREFIX}offset_resets",
                                      "Partitions started afresh because their topic was recreated or its log lost.")
         resets.add_metric([], health.resets)
