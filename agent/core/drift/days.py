@@ -28,9 +28,11 @@ depend on how the stream was partitioned.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from array import array
 from dataclasses import dataclass, field
 from datetime import date
+
+import numpy as np
 
 from agent.core.drift.baseline import Counts
 from agent.core.drift.features import (
@@ -59,7 +61,8 @@ _T1, _MEAN, _GAP, _AGE, _COUNT, _LAT, _DIV = (FEATURES.index(f) for f in (
 _SRC, _QT, _LANG, _FILT = (len(FEATURES) + COUNTED_MIXES.index(m) for m in COUNTED_MIXES)
 
 Key = tuple[str, str]  # (ISO day, app)
-Row = tuple[str, str, str, str]  # (ISO day, app, feature or mix, fine cell as text or category)
+Row = tuple[str, str, str]  # (ISO day, app, feature or mix)
+Deltas = dict[Row, dict]  # -> {fine cell (int) or category (str): count}, zeros left out
 
 
 @dataclass(frozen=True)
@@ -68,130 +71,165 @@ class DriftConfig:
 
 
 class DriftDays:
-    """One partition's daily drift counts since the last `take`."""
+    """One partition's daily drift counts since the last `take`.
 
-    __slots__ = ("config", "_pending", "_edges", "_days", "_last")
+    The hot path only appends each event's values to buffers per (day, app);
+    they are binned with numpy (and mixes counted) every `fold_every` events
+    and at `take`, so memory stays bounded between checkpoints.
+    """
 
-    def __init__(self, config: DriftConfig = DriftConfig()):
+    __slots__ = ("config", "fold_every", "_pending", "_days", "_last", "_buffered")
+
+    def __init__(self, config: DriftConfig = DriftConfig(), fold_every: int = 16384):
         self.config = config
-        self._pending: dict[Key, list[dict]] = {}
-        self._edges: dict[str, tuple[list[float], ...]] = {}  # app -> each feature's grid edges, as lists
+        self.fold_every = fold_every
+        self._pending: dict[Key, tuple[list, list[dict]]] = {}  # (day, app) -> (buffers, folded counts)
         self._days: dict[int, str] = {}  # day number -> ISO date, memoized
-        self._last: tuple[int, str, list[dict]] | None = None  # the (day, app) the last event went to
+        self._last: tuple | None = None  # the (day, app) the last event went to, its buffers and counts
+        self._buffered = 0  # events in the buffers
 
     def observe(self, facts: Facts) -> None:
         event = facts.event
         app = event.app
         day = int(facts.ts // DAY)
         last = self._last
-        if last is not None and last[0] == day and last[1] == app:
-            slots = last[2]
-        else:
-            slots = self._slots(day, app)
-        edges = self._edges.get(app) or self._grids(app)
+        if last is None or last[0] != day or last[1] != app:
+            last = self._slot(day, app)
+        b = last[2]
         x = facts.top1
         if x is not None:
-            _inc(slots[_T1], bisect_right(edges[_T1], x))
+            b[_T1].append(x)
         x = facts.admitted_score
         if x is not None:
-            _inc(slots[_MEAN], bisect_right(edges[_MEAN], x))
+            b[_MEAN].append(x)
         x = facts.gap
         if x is not None:
-            _inc(slots[_GAP], bisect_right(edges[_GAP], x))
-        ages = facts.ages
-        if ages:
-            c, e = slots[_AGE], edges[_AGE]
-            for x in ages:
-                _inc(c, bisect_right(e, x))
-        _inc(slots[_COUNT], bisect_right(edges[_COUNT], len(event.results)))
+            b[_GAP].append(x)
+        if facts.ages:
+            b[_AGE].extend(facts.ages)
+        b[_COUNT].append(len(event.results))
         x = event.latency_ms
         if x is not None:
-            _inc(slots[_LAT], bisect_right(edges[_LAT], x / 1000.0))
+            b[_LAT].append(x)  # in ms: divided by 1000 when binned
+        # Mixes are counted here, while the event's strings are fresh in the cache.
+        c = last[3]
         admitted = len(facts.admitted)
         if admitted:
-            _inc(slots[_DIV], bisect_right(edges[_DIV], len(facts.parents) / admitted))
-            c = slots[_SRC]
-            for source, n in facts.sources.items():
-                c[source] = c.get(source, 0) + n
+            b[_DIV].append(len(facts.parents) / admitted)
+            m = c[_SRC]
+            for key, n in facts.sources.items():
+                m[key] = m.get(key, 0) + n
         query = event.query
-        _inc(slots[_QT], query.type or UNKNOWN)
-        _inc(slots[_LANG], query.language or UNKNOWN)
-        filters = event.filters
-        if filters:
-            c = slots[_FILT]
-            for f in filters:
-                _inc(c, f"{f.name}:{f.status}")
+        m = c[_QT]
+        key = query.type
+        m[key] = m.get(key, 0) + 1
+        m = c[_LANG]
+        key = query.language
+        m[key] = m.get(key, 0) + 1
+        if event.filters:
+            m = c[_FILT]
+            for f in event.filters:
+                key = f.name, f.status
+                m[key] = m.get(key, 0) + 1
+        self._buffered += 1
+        if self._buffered >= self.fold_every:
+            self._fold()
 
-    def take(self) -> dict[Row, int]:
-        """The counts added since the last call, one per (day, app, feature, cell or category)."""
+    def take(self) -> Deltas:
+        """The counts added since the last call, per (day, app, feature or mix)."""
+        self._fold()
         out = {}
-        for (day, app), slots in self._pending.items():
-            for name, counts in zip(_SLOTS, slots):
-                for key, n in counts.items():
-                    out[(day, app, name, str(key))] = n
+        for (day, app), (_, counts) in self._pending.items():
+            for i in (_QT, _LANG):
+                if None in counts[i]:
+                    n = counts[i].pop(None)
+                    counts[i][UNKNOWN] = counts[i].get(UNKNOWN, 0) + n
+            counts[_FILT] = {f"{name}:{status}": n for (name, status), n in counts[_FILT].items()}
+            for name, found in zip(_SLOTS, counts):
+                if found:
+                    out[(day, app, name)] = found
         self._pending = {}
         self._last = None
         return out
 
-    def _slots(self, day: int, app: str) -> list[dict]:
+    def _slot(self, day: int, app: str) -> tuple:
         iso = self._days.get(day)
         if iso is None:
             if len(self._days) >= 64:
                 self._days.clear()
             iso = self._days[day] = _iso(day)
-        slots = self._pending.get((iso, app))
-        if slots is None:
-            slots = self._pending[(iso, app)] = [{} for _ in _SLOTS]
-        self._last = (day, app, slots)
-        return slots
+        pending = self._pending.get((iso, app))
+        if pending is None:
+            pending = self._pending[(iso, app)] = (_empty(), [{} for _ in _SLOTS])
+        last = self._last = (day, app, pending[0], pending[1])
+        return last
 
-    def _grids(self, app: str) -> tuple[list[float], ...]:
-        if len(self._edges) >= 1024:
-            self._edges.clear()
+    def _fold(self) -> None:
+        """Bin the buffered values into the counts, and empty the buffers."""
         grids = self.config.grids
-        # bisect_right over the edges is Grid.index (np.searchsorted, side="right"), without numpy per value.
-        edges = self._edges[app] = tuple(grids.grid(app, f).edges.tolist() for f in FEATURES)
-        return edges
+        for (_, app), (b, counts) in self._pending.items():
+            for i, feature in enumerate(FEATURES):
+                if b[i]:
+                    values = np.frombuffer(b[i], dtype=np.float64)
+                    if i == _LAT:
+                        values = values / 1000.0
+                    grid = grids.grid(app, feature)
+                    # np.searchsorted(side="right") over the edges is Grid.index, for many values at once
+                    dense = np.bincount(np.searchsorted(grid.edges, values, side="right"), minlength=grid.size)
+                    cells = np.flatnonzero(dense)
+                    found = dict(zip(cells.tolist(), dense[cells].tolist()))
+                    if counts[i]:
+                        _add(counts[i], found)
+                    else:
+                        counts[i] = found
+            b[:] = _empty()
+        self._buffered = 0
+        self._last = None
 
 
-def _inc(counts: dict, key) -> None:
-    counts[key] = counts.get(key, 0) + 1
+def _empty() -> list:
+    return [array("d") for _ in FEATURES]
 
 
 def _iso(day: int) -> str:
     return date.fromordinal(date(1970, 1, 1).toordinal() + day).isoformat()
 
 
-def merge(into: dict[Row, int], delta: dict[Row, int]) -> None:
-    """Add `delta` to `into` (both as `take` returns them)."""
-    for row, n in delta.items():
-        into[row] = into.get(row, 0) + n
+def _add(into: dict, counts: dict) -> None:
+    for key, n in counts.items():
+        into[key] = into.get(key, 0) + n
 
 
-def counts_of(rows: dict[Row, int]) -> dict[str, dict[str, Counts]]:
-    """Rows (stored or taken) as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read."""
+def merge(into: Deltas, delta: Deltas) -> None:
+    """Add `delta` to `into` (both as `take` returns them); `delta`'s dicts may be taken over."""
+    for row, counts in delta.items():
+        held = into.get(row)
+        if held is None:
+            into[row] = counts
+        else:
+            _add(held, counts)
+
+
+def counts_of(rows: Deltas) -> dict[str, dict[str, Counts]]:
+    """Deltas or stored rows as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read."""
     numeric_names = frozenset(FEATURES)
     days: dict[str, dict[str, tuple[dict, dict]]] = {}
-    for (day, app, name, key), n in rows.items():
+    for (day, app, name), counts in rows.items():
         numeric, mixes = days.setdefault(day, {}).setdefault(app, ({}, {}))
         if name in numeric_names:
-            cells = numeric.setdefault(name, {})
-            cells[int(key)] = cells.get(int(key), 0) + n
+            _add(numeric.setdefault(name, {}), {int(k): int(n) for k, n in counts.items()})
         else:
-            cats = mixes.setdefault(name, {})
-            cats[key] = cats.get(key, 0) + n
-    return {day: {app: Counts(n, m) for app, (n, m) in apps.items()} for day, apps in days.items()}
+            _add(mixes.setdefault(name, {}), {str(k): int(n) for k, n in counts.items()})
+    return {day: {app: Counts(n, m) for app, (n, m) in apps.items()} for day, apps in sorted(days.items())}
 
 
 def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
     """Several days' counts summed per app: one window for `evaluate`."""
-    rows: dict[Row, int] = {}
-    for day, apps in days.items():
+    rows: Deltas = {}
+    for apps in days.values():
         for app, counts in apps.items():
-            for name, cells in counts.to_dict()["numeric"].items():
-                for key, n in cells.items():
-                    merge(rows, {("w", app, name, key): n})
+            for name, cells in counts.numeric.items():
+                merge(rows, {("", app, name): dict(cells)})
             for name, cats in counts.mixes.items():
-                for key, n in cats.items():
-                    merge(rows, {("w", app, name, key): n})
-    return counts_of(rows).get("w", {})
+                merge(rows, {("", app, name): dict(cats)})
+    return counts_of(rows).get("", {})
