@@ -85,15 +85,15 @@ class DriftDays:
         self.fold_every = fold_every
         self._pending: dict[Key, tuple[list, list[dict]]] = {}  # (day, app) -> (buffers, folded counts)
         self._days: dict[int, str] = {}  # day number -> ISO date, memoized
-        self._last: tuple | None = None  # the (day, app) the last event went to, its buffers and counts
+        self._last: dict[str, tuple] = {}  # app -> the day its last event went to, its buffers and counts
         self._buffered = 0  # events in the buffers
 
     def observe(self, facts: Facts) -> None:
         event = facts.event
         app = event.app
         day = int(facts.ts // DAY)
-        last = self._last
-        if last is None or last[0] != day or last[1] != app:
+        last = self._last.get(app)
+        if last is None or last[0] != day:
             last = self._slot(day, app)
         b = last[2]
         x = facts.top1
@@ -149,7 +149,7 @@ class DriftDays:
                 if found:
                     out[(day, app, name)] = found
         self._pending = {}
-        self._last = None
+        self._last = {}
         return out
 
     def _slot(self, day: int, app: str) -> tuple:
@@ -161,7 +161,7 @@ class DriftDays:
         pending = self._pending.get((iso, app))
         if pending is None:
             pending = self._pending[(iso, app)] = (_empty(), [{} for _ in _SLOTS])
-        last = self._last = (day, app, pending[0], pending[1])
+        last = self._last[app] = (day, app, pending[0], pending[1])
         return last
 
     def _fold(self) -> None:
@@ -184,7 +184,6 @@ class DriftDays:
                         counts[i] = found
             b[:] = _empty()
         self._buffered = 0
-        self._last = None
 
 
 def _empty() -> list:
