@@ -22,11 +22,13 @@ from opentelemetry.trace import Tracer
 
 from agent.core import partitions
 from agent.core.config import CoreConfig
+from agent.core.drift.days import DriftConfig
 from agent.core.judging import JudgingConfig
 from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.state import PartitionState, StateError
 from agent.io import broker
 from agent.io.dead_letters import DeadLetters
+from agent.io.drift_store import DriftStore
 from agent.io.queue import Queue
 from agent.io.settings import KafkaSettings
 from agent.io.store import Checkpoint, Store, StoreError
@@ -38,11 +40,13 @@ IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalan
 class Ownership:
     def __init__(self, kafka: KafkaSettings, core: CoreConfig, store: Store, consumer, letters: DeadLetters,
                  tracer: Tracer, budget: Callable[[float], float], judging: JudgingConfig | None = None,
-                 queue: Queue | None = None):
+                 queue: Queue | None = None, drift: DriftConfig | None = None, drift_store: DriftStore | None = None):
         self.kafka = kafka
         self.core = core
         self.judging = judging  # the judgment queue, kept in `queue`'s tables; None: off
         self.queue = queue
+        self.drift = drift if drift_store is not None else None  # the daily drift counts, kept in `drift_store`
+        self.drift_store = drift_store
         self.store = store
         self.consumer = consumer
         self.letters = letters
@@ -107,7 +111,7 @@ class Ownership:
             try:
                 self.letters.deliver(self.budget(IO_TIMEOUT_MS / 1000))
                 checkpoints = [self._checkpoint_of(tp) for tp in dirty]
-                self.store.save(self.kafka.group_id, checkpoints, [self._rows_of(tp) for tp in dirty if self.queue])
+                self.store.save(self.kafka.group_id, checkpoints, self._joined(dirty))
             except (StoreError, KafkaError) as exc:
                 self.checkpoints["error"] += 1
                 self.store_ok = False
@@ -127,6 +131,13 @@ class Ownership:
             offsets = {tp: OffsetAndMetadata(self.owned[tp].next_offset, "", -1) for tp in dirty}
             self.consumer.commit_async(offsets, callback=_log_commit_error)
         return True
+
+    def _joined(self, dirty: list[TopicPartition]) -> list:
+        """What the checkpoint writes beside the offsets: queue rows, drift counts."""
+        joined = [self._rows_of(tp) for tp in dirty] if self.queue else []
+        if self.drift_store is not None:
+            joined.append(self.drift_store.writes(self.kafka.group_id, [self.owned[tp].outbox.drift for tp in dirty]))
+        return joined
 
     def _rows_of(self, tp: TopicPartition):
         """The partition's queue rows, written with its checkpoint (taken first: see `_checkpoint_of`)."""
@@ -166,7 +177,8 @@ class Ownership:
             if self.queue is not None and self.judging is not None:
                 kept = self.queue.partition_candidates(self.kafka.group_id, tp.topic, tp.partition,
                                                        self.judging.budgets.keep_weeks + 1)
-            state = PartitionState.from_dict(self.core, stored.state, stored.sealed, judging=self.judging, kept=kept)
+            state = PartitionState.from_dict(self.core, stored.state, stored.sealed, judging=self.judging, kept=kept,
+                                             drift=self.drift)
         except StateError as exc:
             # A state this release cannot read (written by a newer one, or
             # damaged): start afresh where it stopped rather than crash-loop.
@@ -178,7 +190,7 @@ class Ownership:
         return Owned.restored(state, stored.next_offset, stored.topic_id)
 
     def _state(self) -> PartitionState:
-        return PartitionState(self.core, judging=self.judging)
+        return PartitionState(self.core, judging=self.judging, drift=self.drift)
 
     def _reset(self, tp: TopicPartition) -> None:
         """Forget the partition's checkpoint and its sampler's rows (incidents stay: they happened)."""

@@ -28,6 +28,8 @@ from agent.io import broker
 from agent.io.dead_letters import DeadLetters
 from agent.io.exporter import Latest
 from agent.io.queue import Queue
+from agent.io.drift_settings import drift_config
+from agent.io.drift_store import DriftStore
 from agent.io.judgment_settings import judging_config
 from agent.io.settings import Settings
 from agent.io.store import Store, StoreError
@@ -41,7 +43,7 @@ SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after 
 
 class Agent:
     def __init__(self, settings: Settings, store: Store, latest: Latest, tracer: Tracer, consumer, producer,
-                 client_id: str | None = None, queue: Queue | None = None):
+                 client_id: str | None = None, queue: Queue | None = None, drift_store: DriftStore | None = None):
         self.kafka = settings.kafka
         self.core = settings.core()
         self.metrics = settings.metrics
@@ -54,7 +56,8 @@ class Agent:
         self.client_id = client_id or f"ragdrift-{socket.gethostname()}"
         self.exposition = Exposition(self.core, self.metrics.top_n)
         self.parts = Ownership(self.kafka, self.core, store, consumer, self.letters, tracer, self._remaining,
-                               judging_config(settings.judgment) if queue is not None else None, queue)
+                               judging_config(settings.judgment) if queue is not None else None, queue,
+                               drift_config(settings.drift), drift_store)
         self.owned = self.parts.owned
         self.counters: Tally = {}  # everything this process ingested: only ever grows
         self.exemplars: dict[tuple, tuple[str, float]] = {}

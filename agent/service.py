@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from agent.io import broker
 from agent.io.endpoint import MetricsServer
 from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
+from agent.io.drift_store import TABLES as DRIFT_TABLES
+from agent.io.drift_store import DriftStore
 from agent.io.queue import TABLES, Queue
 from agent.io.scheduler import JudgmentCollector, Judging
 from agent.io.settings import Settings
@@ -44,8 +46,9 @@ class Running:
 
 def build(settings: Settings, tracer_provider=None) -> Running:
     tracer_provider = tracer_provider or provider()
-    store = Store(settings.store.url, settings.store.schema, TABLES)
+    store = Store(settings.store.url, settings.store.schema, TABLES + DRIFT_TABLES)
     queue = Queue(store) if settings.judgment.enabled else None
+    drift_store = DriftStore(store) if settings.drift.enabled else None
     client_id = f"ragdrift-{socket.gethostname()}"
     try:
         consumer = broker.consumer(settings.kafka, client_id)
@@ -62,7 +65,8 @@ def build(settings: Settings, tracer_provider=None) -> Running:
     if queue is not None:
         judging = Judging(settings, queue, settings.metrics.top_n)
         registry.register(JudgmentCollector(judging))
-    agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id, queue)
+    agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id, queue,
+                  drift_store)
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
     return Running(agent, server.start(), store, tracer_provider, judging and judging.start())

@@ -2,7 +2,8 @@
 
 Prints events per second for `orjson.loads`, `json.loads`, the agent's
 decode + every metric family, and the same with the judgment queue (risk,
-sampling, security incidents) as the agent runs it, and each one's ratio
+sampling, security incidents) and the daily drift counts as the agent runs
+them, and each one's ratio
 against orjson measured in the same run. Target: decode + core >= 0.25 of
 orjson.loads (stretch 0.35).
 """
@@ -16,6 +17,7 @@ import time
 import orjson
 
 from agent.core.config import CoreConfig
+from agent.core.drift.days import DriftConfig
 from agent.core.judging import JudgingConfig
 from agent.core.state import PartitionState
 from agent.synth import generate
@@ -58,6 +60,15 @@ def with_judging(lines: list[bytes]) -> None:
             state.judging.take()  # the rows a checkpoint writes
 
 
+def with_drift(lines: list[bytes]) -> None:
+    state = PartitionState(CoreConfig(), judging=JudgingConfig(), drift=DriftConfig())  # as the agent runs it
+    for i, line in enumerate(lines, 1):
+        state.process(line)
+        if i % CHECKPOINT_EVERY == 0:
+            state.judging.take()
+            state.drift.take()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
@@ -71,6 +82,7 @@ def main() -> None:
         ("json.loads", best_rate(plain_json, lines, args.repeats)),
         ("decode + core", best_rate(families, lines, args.repeats)),
         ("  + judgment queue", best_rate(with_judging, lines, args.repeats)),
+        ("  + drift days", best_rate(with_drift, lines, args.repeats)),
     ]
     print(f"{len(lines)} generated events, {size:.0f} bytes each on average")
     for name, rate in rows:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent.core.drift.days import Deltas, merge
 from agent.core.sampling import Candidate, RowKey
 from agent.core.security import Incident
 from agent.core.state import PartitionState
@@ -27,9 +28,12 @@ class Outbox:
     added: dict[RowKey, Candidate] = field(default_factory=dict)  # candidate rows to upsert
     evicted: set[RowKey] = field(default_factory=set)  # candidate rows to delete
     incidents: list[Incident] = field(default_factory=list)
+    drift: Deltas = field(default_factory=dict)  # daily drift counts to add to the stored ones
 
     def take(self, state: PartitionState) -> None:
         """Move what the state queued since the last call in here, net of each other."""
+        if state.drift is not None:
+            merge(self.drift, state.drift.take())
         if state.judging is None:
             return
         changes, incidents = state.judging.take()
@@ -46,6 +50,7 @@ class Outbox:
         self.added.clear()
         self.evicted.clear()
         self.incidents.clear()
+        self.drift.clear()
 
 
 @dataclass

@@ -26,6 +26,7 @@ from agent.core.model import Event
 from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.labels import LabelSet
 from agent.core.tally import Tally, total
+from agent.core.drift.days import DriftConfig, DriftDays
 from agent.core.facts import Facts, facts_of
 from agent.core.judging import Judging, JudgingConfig
 from agent.core.sampling import Candidate
@@ -49,14 +50,16 @@ class Baseline:
 
 
 class PartitionState:
-    __slots__ = ("baseline", "config", "judging", "labels", "vocabulary", "windows")
+    __slots__ = ("baseline", "config", "drift", "judging", "labels", "vocabulary", "windows")
 
     def __init__(self, config: CoreConfig, baseline: Baseline | None = None, judging: JudgingConfig | None = None,
-                 kept: Iterable[Candidate] = ()):
-        """`judging` turns the judgment queue on; `kept` are its stored candidates."""
+                 kept: Iterable[Candidate] = (), drift: DriftConfig | None = None):
+        """`judging` turns the judgment queue on; `kept` are its stored candidates.
+        `drift` turns the daily drift counts on (they start empty: only deltas are held)."""
         self.config = config
         self.baseline = baseline
         self.judging = None if judging is None else Judging(judging, kept)
+        self.drift = None if drift is None else DriftDays(drift)
         self.labels = {
             dim: LabelSet(config.max_label_values, config.label_values.get(dim)) for dim in LABEL_DIMENSIONS
         }
@@ -87,6 +90,8 @@ class PartitionState:
             target[key] = target.get(key, 0) + unknown_fields
         if self.judging is not None:
             self.judging.observe(facts, new_terms if self.baseline is not None else 0, self.windows.watermark)
+        if self.drift is not None:
+            self.drift.observe(facts)
         return facts
 
     def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Facts:
@@ -118,14 +123,14 @@ class PartitionState:
     @classmethod
     def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = (),
                   baselines: Mapping[str, Baseline] = MappingProxyType({}), judging: JudgingConfig | None = None,
-                  kept: Iterable[Candidate] = ()) -> PartitionState:
+                  kept: Iterable[Candidate] = (), drift: DriftConfig | None = None) -> PartitionState:
         """Restore a checkpointed state, upgrading an older version first."""
         data = migrate(data)
         version = data["baseline"]
         if version is not None and version not in baselines:
             raise StateError(f"baseline {version!r} is not available")
         try:
-            state = cls(config, None if version is None else baselines[version], judging, kept)
+            state = cls(config, None if version is None else baselines[version], judging, kept, drift)
             for dim, seen in data["labels"].items():
                 state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
             state.vocabulary = Vocabulary.from_dict(data["vocabulary"])

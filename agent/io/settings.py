@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
+from agent.io.drift_settings import DriftSettings, check_drift
 from agent.io.judgment_settings import JudgmentSettings, check_judgment
 
 ENV_PREFIX = "RAGDRIFT_"
@@ -101,6 +102,7 @@ class Settings:
     windows: WindowSettings = field(default_factory=WindowSettings)
     logging: LogSettings = field(default_factory=LogSettings)
     judgment: JudgmentSettings = field(default_factory=JudgmentSettings)
+    drift: DriftSettings = field(default_factory=DriftSettings)
 
     def redacted(self) -> dict:
         """The settings as plain data with secrets masked, for printing."""
@@ -286,3 +288,4 @@ def _check(s: Settings) -> None:
     except ValueError as exc:
         raise ConfigError(f"windows: {exc}") from None
     check_judgment(s.judgment, need)
+    check_drift(s.drift, need)

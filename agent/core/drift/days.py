@@ -1,0 +1,234 @@
+"""What each event adds to the daily drift counts, per partition, as deltas.
+
+Per (UTC day of the event time, app) a partition counts each numeric
+feature's values on its fine grid (`Grids`) and each mix's categories
+(docs/drift.md). Counts only add, so what `take` returns since its last call
+is an exact delta: the checkpoint that moves the offsets past the events adds
+it to the stored counts (`count = count + delta`), which makes the stored
+days exactly once, summed over partitions and replicas. Between checkpoints
+only the deltas are held; a restored partition starts with none.
+
+Values come from the event's `Facts`, raw (not the metrics' bounded label
+sets, which depend on what each partition saw first): the counts do not
+depend on how the stream was partitioned.
+
+| feature | value(s) per event |
+| --- | --- |
+| top1_score, mean_admitted_score, score_gap | one, when defined |
+| content_age_days | one per admitted result with an age |
+| result_count | len(results) |
+| latency_seconds | latency_ms / 1000, when reported |
+| parent_diversity | unique parents in A / abs(A), when A is not empty |
+| source (mix) | one per admitted result |
+| query_type, language (mixes) | one, `unknown` when missing |
+| filter_outcome (mix) | one per filter, `name:status` |
+
+`query_cluster` is not counted yet.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from datetime import date
+
+import numpy as np
+
+from agent.core.drift.baseline import Counts
+from agent.core.drift.features import (
+    CONTENT_AGE,
+    FEATURES,
+    FILTER_OUTCOME,
+    LANGUAGE,
+    LATENCY,
+    MEAN_SCORE,
+    PARENT_DIVERSITY,
+    QUERY_TYPE,
+    RESULT_COUNT,
+    SCORE_GAP,
+    SOURCE,
+    TOP1_SCORE,
+    Grids,
+)
+from agent.core.facts import Facts
+
+DAY = 86400
+UNKNOWN = "unknown"
+COUNTED_MIXES = (SOURCE, QUERY_TYPE, LANGUAGE, FILTER_OUTCOME)
+_SLOTS = FEATURES + COUNTED_MIXES  # one dict of counts per name, in this order
+_T1, _MEAN, _GAP, _AGE, _COUNT, _LAT, _DIV = (FEATURES.index(f) for f in (
+    TOP1_SCORE, MEAN_SCORE, SCORE_GAP, CONTENT_AGE, RESULT_COUNT, LATENCY, PARENT_DIVERSITY))
+_SRC, _QT, _LANG, _FILT = (len(FEATURES) + COUNTED_MIXES.index(m) for m in COUNTED_MIXES)
+
+Key = tuple[str, str]  # (ISO day, app)
+Row = tuple[str, str, str]  # (ISO day, app, feature or mix)
+Deltas = dict[Row, dict]  # -> {fine cell (int) or category (str): count}, zeros left out
+
+
+@dataclass(frozen=True)
+class DriftConfig:
+    grids: Grids = field(default_factory=Grids)
+
+
+class DriftDays:
+    """One partition's daily drift counts since the last `take`.
+
+    The hot path only appends each event's values to buffers per (day, app);
+    they are binned with numpy (and mixes counted) every `fold_every` events
+    and at `take`, so memory stays bounded between checkpoints.
+    """
+
+    __slots__ = ("config", "fold_every", "_pending", "_days", "_last", "_buffered")
+
+    def __init__(self, config: DriftConfig = DriftConfig(), fold_every: int = 16384):
+        self.config = config
+        self.fold_every = fold_every
+        self._pending: dict[Key, tuple[list, list[dict]]] = {}  # (day, app) -> (buffers, folded counts)
+        self._days: dict[int, str] = {}  # day number -> ISO date, memoized
+        self._last: dict[str, tuple] = {}  # app -> the day its last event went to, its buffers and counts
+        self._buffered = 0  # events in the buffers
+
+    def observe(self, facts: Facts) -> None:
+        event = facts.event
+        app = event.app
+        day = int(facts.ts // DAY)
+        last = self._last.get(app)
+        if last is None or last[0] != day:
+            last = self._slot(day, app)
+        b = last[2]
+        x = facts.top1
+        if x is not None:
+            b[_T1].append(x)
+        x = facts.admitted_score
+        if x is not None:
+            b[_MEAN].append(x)
+        x = facts.gap
+        if x is not None:
+            b[_GAP].append(x)
+        if facts.ages:
+            b[_AGE].extend(facts.ages)
+        b[_COUNT].append(len(event.results))
+        x = event.latency_ms
+        if x is not None:
+            b[_LAT].append(x)  # in ms: divided by 1000 when binned
+        # Mixes are counted here, while the event's strings are fresh in the cache.
+        c = last[3]
+        admitted = len(facts.admitted)
+        if admitted:
+            b[_DIV].append(len(facts.parents) / admitted)
+            m = c[_SRC]
+            for key, n in facts.sources.items():
+                m[key] = m.get(key, 0) + n
+        query = event.query
+        m = c[_QT]
+        key = query.type
+        m[key] = m.get(key, 0) + 1
+        m = c[_LANG]
+        key = query.language
+        m[key] = m.get(key, 0) + 1
+        if event.filters:
+            m = c[_FILT]
+            for f in event.filters:
+                key = f.name, f.status
+                m[key] = m.get(key, 0) + 1
+        self._buffered += 1
+        if self._buffered >= self.fold_every:
+            self._fold()
+
+    def take(self) -> Deltas:
+        """The counts added since the last call, per (day, app, feature or mix)."""
+        self._fold()
+        out = {}
+        for (day, app), (_, counts) in self._pending.items():
+            for i in (_QT, _LANG):
+                if None in counts[i]:
+                    n = counts[i].pop(None)
+                    counts[i][UNKNOWN] = counts[i].get(UNKNOWN, 0) + n
+            counts[_FILT] = {f"{name}:{status}": n for (name, status), n in counts[_FILT].items()}
+            for name, found in zip(_SLOTS, counts):
+                if found:
+                    out[(day, app, name)] = found
+        self._pending = {}
+        self._last = {}
+        return out
+
+    def _slot(self, day: int, app: str) -> tuple:
+        iso = self._days.get(day)
+        if iso is None:
+            if len(self._days) >= 64:
+                self._days.clear()
+            iso = self._days[day] = _iso(day)
+        pending = self._pending.get((iso, app))
+        if pending is None:
+            pending = self._pending[(iso, app)] = (_empty(), [{} for _ in _SLOTS])
+        last = self._last[app] = (day, app, pending[0], pending[1])
+        return last
+
+    def _fold(self) -> None:
+        """Bin the buffered values into the counts, and empty the buffers."""
+        grids = self.config.grids
+        for (_, app), (b, counts) in self._pending.items():
+            for i, feature in enumerate(FEATURES):
+                if b[i]:
+                    values = np.frombuffer(b[i], dtype=np.float64)
+                    if i == _LAT:
+                        values = values / 1000.0
+                    grid = grids.grid(app, feature)
+                    # np.searchsorted(side="right") over the edges is Grid.index, for many values at once
+                    dense = np.bincount(np.searchsorted(grid.edges, values, side="right"), minlength=grid.size)
+                    cells = np.flatnonzero(dense)
+                    found = dict(zip(cells.tolist(), dense[cells].tolist()))
+                    if counts[i]:
+                        _add(counts[i], found)
+                    else:
+                        counts[i] = found
+            b[:] = _empty()
+        self._buffered = 0
+
+
+def _empty() -> list:
+    return [array("d") for _ in FEATURES]
+
+
+def _iso(day: int) -> str:
+    return date.fromordinal(date(1970, 1, 1).toordinal() + day).isoformat()
+
+
+def _add(into: dict, counts: dict) -> None:
+    for key, n in counts.items():
+        into[key] = into.get(key, 0) + n
+
+
+def merge(into: Deltas, delta: Deltas) -> None:
+    """Add `delta` to `into` (both as `take` returns them); `delta`'s dicts may be taken over."""
+    for row, counts in delta.items():
+        held = into.get(row)
+        if held is None:
+            into[row] = counts
+        else:
+            _add(held, counts)
+
+
+def counts_of(rows: Deltas) -> dict[str, dict[str, Counts]]:
+    """Deltas or stored rows as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read."""
+    numeric_names = frozenset(FEATURES)
+    days: dict[str, dict[str, tuple[dict, dict]]] = {}
+    for (day, app, name), counts in rows.items():
+        numeric, mixes = days.setdefault(day, {}).setdefault(app, ({}, {}))
+        if name in numeric_names:
+            _add(numeric.setdefault(name, {}), {int(k): int(n) for k, n in counts.items()})
+        else:
+            _add(mixes.setdefault(name, {}), {str(k): int(n) for k, n in counts.items()})
+    return {day: {app: Counts(n, m) for app, (n, m) in apps.items()} for day, apps in sorted(days.items())}
+
+
+def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
+    """Several days' counts summed per app: one window for `evaluate`."""
+    rows: Deltas = {}
+    for apps in days.values():
+        for app, counts in apps.items():
+            for name, cells in counts.numeric.items():
+                merge(rows, {("", app, name): dict(cells)})
+            for name, cats in counts.mixes.items():
+                merge(rows, {("", app, name): dict(cats)})
+    return counts_of(rows).get("", {})

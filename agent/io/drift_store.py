@@ -1,0 +1,164 @@
+"""The daily drift counts and the frozen baselines, as rows in the store.
+
+`ragdrift_drift_days` holds one row per (group, UTC day, app, feature or mix):
+its sparse counts as JSON ({"cell": n} or {"category": n}). A checkpoint adds
+each partition's deltas (agent/core/drift/days.py) to the stored counts in the
+transaction that moves the offsets past the events, so every event is counted
+exactly once, summed over partitions and replicas. The add is a read-modify-
+write under a row lock (the row is inserted empty first if missing, then read
+FOR UPDATE on PostgreSQL); rows are taken in sorted order, so replicas adding
+to the same rows wait for each other instead of deadlocking.
+
+`ragdrift_baselines` holds each frozen baseline's canonical JSON under (name,
+version). Rows are never changed: freezing a name again from other days adds
+a new version of it, and the same days give the same version (stored once).
+The newest version of a name is the one `ragdrift drift` uses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import orjson
+from sqlalchemy import Column, Float, LargeBinary, MetaData, String, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
+
+from agent.core.drift import Baseline
+from agent.core.drift.days import Deltas, counts_of, merge
+from agent.io.store import StoreError
+
+_DAYS = "ragdrift_drift_days"
+_BASELINES = "ragdrift_baselines"
+
+
+def days_table(metadata: MetaData) -> Table:
+    return Table(
+        _DAYS, metadata,
+        Column("group_id", String(255), primary_key=True),
+        Column("day", String(10), primary_key=True),  # ISO date, UTC
+        Column("app", String(255), primary_key=True),
+        Column("feature", String(64), primary_key=True),  # a numeric feature or a mix
+        Column("counts", LargeBinary, nullable=False),  # {"cell or category": count} as JSON
+    )
+
+
+def baselines_table(metadata: MetaData) -> Table:
+    return Table(
+        _BASELINES, metadata,
+        Column("name", String(255), primary_key=True),
+        Column("version", String(16), primary_key=True),
+        Column("created_at", Float, nullable=False),
+        Column("baseline", LargeBinary, nullable=False),  # Baseline.to_json()
+    )
+
+
+TABLES = (days_table, baselines_table)
+
+
+@dataclass(frozen=True)
+class StoredBaseline:
+    name: str
+    version: str
+    created_at: float
+    days: tuple[str, ...]
+    apps: tuple[str, ...]
+
+
+class DriftStore:
+    """Reads and writes of the drift tables, on a store opened with `TABLES`."""
+
+    def __init__(self, store):
+        self.store = store
+        tables = {t.name: t for t in store.joined_tables}
+        self.days = tables[_DAYS]
+        self.baselines = tables[_BASELINES]
+        self._postgres = store.engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if self._postgres else sqlite.insert
+
+    def writes(self, group_id: str, deltas: Iterable[Deltas]):
+        """A joined write adding the partitions' deltas to the stored counts (see Store.save)."""
+        total: Deltas = {}
+        for delta in deltas:
+            merge(total, {row: dict(counts) for row, counts in delta.items()})  # the outboxes stay as they are
+        keys = sorted(total)
+
+        def write(conn: Connection) -> None:
+            if not keys:
+                return
+            d = self.days.c
+            conn.execute(self._insert(self.days).on_conflict_do_nothing(), [
+                {"group_id": group_id, "day": day, "app": app, "feature": feature, "counts": b"{}"}
+                for day, app, feature in keys
+            ])
+            for day, app, feature in keys:
+                where = (d.group_id == group_id, d.day == day, d.app == app, d.feature == feature)
+                query = select(d.counts).where(*where)
+                stored = orjson.loads(conn.execute(query.with_for_update() if self._postgres else query).scalar_one())
+                for key, n in total[(day, app, feature)].items():
+                    key = str(key)
+                    stored[key] = stored.get(key, 0) + n
+                conn.execute(update(self.days).where(*where).values(counts=orjson.dumps(stored)))
+
+        return write
+
+    def stored_days(self, group_id: str, first: str | None = None, last: str | None = None,
+                    app: str | None = None) -> dict:
+        """{ISO day: {app: Counts}} of the days from `first` to `last` (inclusive), of one app or all."""
+        d = self.days.c
+        query = select(d.day, d.app, d.feature, d.counts).where(d.group_id == group_id)
+        if first is not None:
+            query = query.where(d.day >= first)
+        if last is not None:
+            query = query.where(d.day <= last)
+        if app is not None:
+            query = query.where(d.app == app)
+        rows = {(r.day, r.app, r.feature): orjson.loads(r.counts) for r in self._read(query)}
+        return counts_of({k: v for k, v in rows.items() if v})
+
+    def last_day(self, group_id: str) -> str | None:
+        d = self.days.c
+        rows = self._read(select(d.day).where(d.group_id == group_id).order_by(d.day.desc()).limit(1))
+        return rows[0].day if rows else None
+
+    def save_baseline(self, baseline: Baseline, now: float | None = None) -> bool:
+        """Store a frozen baseline; False when that name and version is stored already (same content)."""
+        row = {"name": baseline.name, "version": baseline.version, "created_at": time.time() if now is None else now,
+               "baseline": baseline.to_json()}
+        try:
+            with self.store.engine.begin() as conn:
+                stmt = self._insert(self.baselines).on_conflict_do_nothing().returning(self.baselines.c.version)
+                return conn.execute(stmt, row).first() is not None
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot store the baseline: {exc.__class__.__name__}") from exc
+
+    def list_baselines(self) -> list[StoredBaseline]:
+        """Every stored baseline, oldest first."""
+        b = self.baselines.c
+        out = []
+        for row in self._read(select(self.baselines).order_by(b.created_at, b.name, b.version)):
+            doc = orjson.loads(row.baseline)
+            out.append(StoredBaseline(row.name, row.version, row.created_at, tuple(doc["days"]),
+                                      tuple(sorted(doc["apps"]))))
+        return out
+
+    def load_baseline(self, name: str | None = None, version: str | None = None) -> Baseline | None:
+        """A stored baseline: the newest of `name` (or of all), or that exact version."""
+        b = self.baselines.c
+        query = select(b.baseline)
+        if name is not None:
+            query = query.where(b.name == name)
+        if version is not None:
+            query = query.where(b.version == version)
+        rows = self._read(query.order_by(b.created_at.desc(), b.version.desc()).limit(1))
+        return Baseline.from_dict(orjson.loads(rows[0].baseline)) if rows else None
+
+    def _read(self, query) -> list:
+        try:
+            with self.store.engine.connect() as conn:
+                return list(conn.execute(query))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the drift tables: {exc.__class__.__name__}") from exc

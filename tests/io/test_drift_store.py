@@ -1,0 +1,103 @@
+"""Daily drift counts join the checkpoint: added exactly once, on SQLite and PostgreSQL; baselines immutable."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from agent import synth
+from agent.core.config import CoreConfig
+from agent.core.drift import freeze
+from agent.core.drift.days import DriftConfig, DriftDays, counts_of, window
+from agent.core.partitions import Outbox
+from agent.core.state import PartitionState
+from agent.io.drift_store import TABLES, DriftStore
+from agent.io.store import Checkpoint, Store, StoreError
+
+GROUP = "ragdrift"
+START = datetime(2026, 3, 1, 22, tzinfo=timezone.utc)
+LINES = list(synth.generate(400, seed=5, start=START, rate=400 / 4 / 3600))  # 4 hours over midnight
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/state.db"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def drift(url):
+    store = Store(url, tables=TABLES)
+    yield DriftStore(store)
+    store.close()
+
+
+def expected(lines) -> dict:
+    days = DriftDays()
+    state = PartitionState(CoreConfig())
+    for line in lines:
+        days.observe(state.process(line))
+    return counts_of(days.take())
+
+
+def checkpoint(drift: DriftStore, partition: int, offset: int, box: Outbox) -> None:
+    """What Ownership.checkpoint does: the partition's offset and its outbox's drift rows in one transaction."""
+    joined = [drift.writes(GROUP, [box.drift])]
+    drift.store.save(GROUP, [Checkpoint("t", partition, offset, {"v": 1})], joined)
+    box.clear()
+
+
+def test_two_partitions_add_up_to_one_stream_exactly_once(drift):
+    states = [PartitionState(CoreConfig(), drift=DriftConfig()) for _ in range(2)]
+    boxes = [Outbox(), Outbox()]
+    for i, line in enumerate(LINES):
+        states[i % 2].process(line)
+        if i % 97 == 96:  # checkpoints of one partition at a time, at different points
+            p = (i // 97) % 2
+            boxes[p].take(states[p])
+            checkpoint(drift, p, i, boxes[p])
+    for p in (0, 1):
+        boxes[p].take(states[p])
+        checkpoint(drift, p, len(LINES), boxes[p])
+    assert drift.stored_days(GROUP) == expected(LINES)
+    assert set(drift.stored_days(GROUP, "2026-03-02", "2026-03-02")) == {"2026-03-02"}
+    assert drift.last_day(GROUP) == "2026-03-02"
+
+
+def test_a_failed_checkpoint_writes_nothing_and_its_outbox_keeps_the_deltas(drift):
+    state = PartitionState(CoreConfig(), drift=DriftConfig())
+    box = Outbox()
+    for line in LINES[:200]:
+        state.process(line)
+    box.take(state)
+    with pytest.raises(StoreError):
+        drift.store.save(GROUP, [Checkpoint("t", 0, 200, {"v": 1})],
+                         [drift.writes(GROUP, [box.drift]), _refuse])
+    assert drift.stored_days(GROUP) == {}
+    assert box.drift  # the next checkpoint writes them
+    for line in LINES[200:]:
+        state.process(line)
+    box.take(state)
+    checkpoint(drift, 0, len(LINES), box)
+    assert drift.stored_days(GROUP) == expected(LINES)
+
+
+def test_baselines_are_stored_once_per_version_and_never_changed(drift):
+    days = {f"2026-03-0{d + 1}": window(expected(LINES[d * 100:(d + 1) * 100])) for d in range(3)}
+    first = freeze(days, name="launch")
+    assert drift.save_baseline(first, now=1.0)
+    assert not drift.save_baseline(first, now=2.0)  # the same days: the same version, stored once
+    other = freeze({**days, "2026-03-04": window(expected(LINES[300:]))}, name="launch")
+    assert other.version != first.version
+    assert drift.save_baseline(other, now=3.0)
+    assert [(b.name, b.version) for b in drift.list_baselines()] == [("launch", first.version),
+                                                                     ("launch", other.version)]
+    assert drift.load_baseline("launch") == other  # the newest version of the name
+    assert drift.load_baseline("launch", first.version) == first
+    assert drift.load_baseline("nope") is None
+
+
+def _refuse(conn):
+    raise StoreError("refused")
