@@ -16,6 +16,7 @@ from agent.io.endpoint import MetricsServer
 from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
 from agent.io.drift_store import TABLES as DRIFT_TABLES
 from agent.io.drift_store import DriftStore
+from agent.io.drift_watch import DriftCollector, DriftWatch
 from agent.io.queue import TABLES, Queue
 from agent.io.scheduler import JudgmentCollector, Judging
 from agent.io.settings import Settings
@@ -35,10 +36,13 @@ class Running:
     store: Store
     tracer_provider: object
     judging: Judging | None = None  # the weekly batch and the queues' figures
+    drift_watch: DriftWatch | None = None  # drift of the stored days against the newest baseline
 
     def close(self) -> None:
         if self.judging is not None:
             self.judging.stop()
+        if self.drift_watch is not None:
+            self.drift_watch.stop()
         self.server.stop()
         self.store.close()
         self.tracer_provider.shutdown()
@@ -65,11 +69,16 @@ def build(settings: Settings, tracer_provider=None) -> Running:
     if queue is not None:
         judging = Judging(settings, queue, settings.metrics.top_n)
         registry.register(JudgmentCollector(judging))
+    watch = None
+    if drift_store is not None:
+        watch = DriftWatch(drift_store, settings.kafka.group_id)
+        registry.register(DriftCollector(watch))
     agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id, queue,
                   drift_store)
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
-    return Running(agent, server.start(), store, tracer_provider, judging and judging.start())
+    return Running(agent, server.start(), store, tracer_provider, judging and judging.start(),
+                   watch and watch.start())
 
 
 def serve(settings: Settings) -> int:

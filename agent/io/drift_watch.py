@@ -1,0 +1,129 @@
+"""Drift in the running agent: the stored daily counts against the newest baseline, for the metrics.
+
+Every `REFRESH_SECONDS` (and once at start) a background job reads the newest
+stored baseline and the stored counts of two windows, `today` (the current UTC
+day so far, as checkpointed) and `yesterday` (the previous whole UTC day, the
+same figures as `ragdrift drift --day` of that day), and evaluates them with
+`agent.core.drift.evaluate`. `DriftCollector` renders the last findings: a
+scrape never reads the store nor computes. Every replica reads the one store,
+so every replica exports the same figures (aggregate with `max`).
+
+Label values are bounded: apps are the baseline's (frozen), features, stats
+and windows are fixed sets. Without a stored baseline nothing is exported
+(`absent(ragdrift_drift_baseline_info)` tells).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+from agent.core.drift import Finding, evaluate
+from agent.core.drift.days import window as summed
+from agent.io.drift_store import DriftStore
+from agent.io.store import StoreError
+
+log = logging.getLogger("ragdrift.drift")
+REFRESH_SECONDS = 60.0
+WINDOWS = ("today", "yesterday")
+
+
+@dataclass(frozen=True)
+class DriftStatus:
+    baseline: tuple[str, str] | None = None  # (name, version) of the baseline in use
+    findings: tuple[tuple[str, Finding], ...] = ()  # (window, finding)
+
+
+def windows_of(now: float) -> dict[str, str]:
+    """Window label -> its UTC day (ISO)."""
+    today = datetime.fromtimestamp(now, timezone.utc).date()
+    return {"today": today.isoformat(), "yesterday": (today - timedelta(days=1)).isoformat()}
+
+
+def judge(store: DriftStore, group_id: str, now: float) -> DriftStatus:
+    """The newest baseline and each window's findings against it (reads the store)."""
+    try:
+        baseline = store.load_baseline()
+    except ValueError as exc:  # a stored document that does not match its version
+        raise StoreError(f"cannot read the newest baseline: {exc}") from exc
+    if baseline is None:
+        return DriftStatus()
+    days = windows_of(now)
+    stored = store.stored_days(group_id, min(days.values()), max(days.values()))
+    findings = []
+    for name, day in days.items():
+        if day in stored:
+            findings += [(name, f) for f in evaluate(baseline, summed({day: stored[day]}))]
+    return DriftStatus((baseline.name, baseline.version), tuple(findings))
+
+
+class DriftWatch:
+    """The refresh job and the last status it computed."""
+
+    def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time):
+        self.store = store
+        self.group_id = group_id
+        self.clock = clock
+        self.status = DriftStatus()
+        self.scheduler = BackgroundScheduler(timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1})
+        self.scheduler.add_job(self.refresh, "interval", seconds=REFRESH_SECONDS, id="drift-refresh")
+
+    def start(self) -> DriftWatch:
+        self.scheduler.start()
+        self.scheduler.add_job(self.refresh, id="drift-refresh-now")  # once, at start
+        return self
+
+    def stop(self) -> None:
+        self.scheduler.shutdown(wait=False)
+
+    def refresh(self) -> None:
+        try:
+            self.status = judge(self.store, self.group_id, self.clock())
+        except StoreError as exc:  # keep the last figures; the next refresh tries again
+            log.warning("cannot evaluate drift", extra={"error": str(exc)})
+        except Exception:
+            log.exception("drift evaluation failed")
+
+
+class DriftCollector:
+    """The last drift findings, per app, feature, statistic and window."""
+
+    def __init__(self, watch: DriftWatch):
+        self.watch = watch
+
+    def describe(self) -> Iterator[Metric]:
+        return self._render(DriftStatus(("", "")))
+
+    def collect(self) -> Iterator[Metric]:
+        return self._render(self.watch.status)
+
+    def _render(self, status: DriftStatus) -> Iterator[Metric]:
+        labels = ["app", "feature", "stat", "window"]
+        value = GaugeMetricFamily("ragdrift_drift_statistic",
+                                  "Drift statistic of a window against the baseline (docs/drift.md).", labels=labels)
+        limit = GaugeMetricFamily("ragdrift_drift_threshold",
+                                  "The statistic's threshold for the window's size (chi2_p: alarm below).",
+                                  labels=labels)
+        fired = GaugeMetricFamily("ragdrift_drift_alarm", "1 when the statistic is beyond its threshold, else 0.",
+                                  labels=labels)
+        events = GaugeMetricFamily("ragdrift_drift_window_values",
+                                   "Values the statistic was computed on (events, or results for per-result features).",
+                                   labels=labels)
+        for window, f in status.findings:
+            key = [f.app, f.feature, f.stat, window]
+            value.add_metric(key, f.value)
+            limit.add_metric(key, f.threshold)
+            fired.add_metric(key, 1.0 if f.alarm else 0.0)
+            events.add_metric(key, f.n)
+        yield from (value, limit, fired, events)
+        info = GaugeMetricFamily("ragdrift_drift_baseline_info", "The baseline drift is evaluated against (1).",
+                                 labels=["name", "version"])
+        if status.baseline is not None:
+            info.add_metric(list(status.baseline), 1)
+        yield info

@@ -1,0 +1,109 @@
+"""Drift in the running agent: the DriftCollector's samples from a frozen baseline and stored days
+in a SQLite store (agent/io/drift_watch.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from agent.core.config import CoreConfig
+from agent.core.drift import evaluate, freeze
+from agent.core.drift.days import DriftConfig, window
+from agent.core.partitions import Outbox
+from agent.core.state import PartitionState
+from agent.io.drift_store import TABLES, DriftStore
+from agent.io.drift_watch import DriftCollector, DriftWatch, windows_of
+from agent.io.store import Checkpoint, Store, StoreError
+from agent.synth import Incident, generate
+
+GROUP = "ragdrift"
+DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+PER_DAY = 400
+NOW = (DAY0 + timedelta(days=8, hours=12)).timestamp()  # noon of day 8: today = day 8, yesterday = day 7
+FAMILIES = ("ragdrift_drift_statistic", "ragdrift_drift_threshold", "ragdrift_drift_alarm",
+            "ragdrift_drift_window_values")
+
+
+@pytest.fixture(scope="module")
+def drift(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("watch")
+    store = DriftStore(Store(f"sqlite:///{tmp}/state.db", None, TABLES))
+    state, box, offset = PartitionState(CoreConfig(), drift=DriftConfig()), Outbox(), 0
+    for d in range(9):  # days 0-6 the baseline, 7 quiet, 8 (today) a score-drift incident
+        incidents = [Incident("score-drift", 0)] if d == 8 else []
+        for line in generate(PER_DAY, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
+            state.process(line)
+            offset += 1
+        box.take(state)
+        store.store.save(GROUP, [Checkpoint("t", 0, offset, {"v": 1})], [store.writes(GROUP, [box.drift])])
+        box.clear()
+    yield store
+    store.store.close()
+
+
+def samples(watch: DriftWatch) -> dict[str, dict[tuple, float]]:
+    registry = CollectorRegistry()
+    registry.register(DriftCollector(watch))
+    out: dict[str, dict[tuple, float]] = {}
+    for family in registry.collect():
+        for s in family.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_no_baseline_exports_nothing(drift):
+    watch = DriftWatch(drift, GROUP, clock=lambda: NOW)
+    watch.refresh()
+    assert samples(watch) == {}
+
+
+def test_findings_of_today_and_yesterday_against_the_newest_baseline(drift):
+    days = drift.stored_days(GROUP, "2026-03-01", "2026-03-07")
+    baseline = freeze(days, "launch")
+    assert drift.save_baseline(baseline, now=1.0)
+    watch = DriftWatch(drift, GROUP, clock=lambda: NOW)
+    watch.refresh()
+    got = samples(watch)
+    assert got["ragdrift_drift_baseline_info"] == {(("name", "launch"), ("version", baseline.version)): 1.0}
+    stored = drift.stored_days(GROUP, "2026-03-08", "2026-03-09")
+    expected: dict[str, dict[tuple, float]] = {f: {} for f in FAMILIES}
+    for name, day in (("today", "2026-03-09"), ("yesterday", "2026-03-08")):
+        for f in evaluate(baseline, window({day: stored[day]})):
+            key = (("app", f.app), ("feature", f.feature), ("stat", f.stat), ("window", name))
+            for family, value in zip(FAMILIES, (f.value, f.threshold, float(f.alarm), f.n)):
+                expected[family][key] = value
+    for family in FAMILIES:
+        assert got[family] == expected[family], family
+    alarms = got["ragdrift_drift_alarm"]
+    assert {dict(k)["app"] for k in alarms} <= set(baseline.apps)
+    assert {dict(k)["window"] for k in alarms} == {"today", "yesterday"}
+    today_top1 = [v for k, v in alarms.items() if dict(k)["window"] == "today" and dict(k)["feature"] == "top1_score"]
+    assert today_top1 and max(today_top1) == 1.0, "the score-drift incident of today alarms"
+
+
+def test_a_newer_baseline_replaces_the_old_and_a_store_error_keeps_the_last_figures(drift, monkeypatch):
+    days = drift.stored_days(GROUP, "2026-03-02", "2026-03-08")
+    newer = freeze(days, "later")
+    drift.save_baseline(newer, now=2.0)
+    watch = DriftWatch(drift, GROUP, clock=lambda: NOW)
+    watch.refresh()
+    before = samples(watch)
+    assert list(before["ragdrift_drift_baseline_info"]) == [(("name", "later"), ("version", newer.version))]
+    def down(*_):
+        raise StoreError("the store is down")
+
+    monkeypatch.setattr(drift, "load_baseline", down)
+    watch.refresh()
+    assert samples(watch) == before
+
+
+def test_windows_are_utc_days():
+    assert windows_of(DAY0.timestamp() - 1) == {"today": "2026-02-28", "yesterday": "2026-02-27"}
+    assert windows_of(NOW) == {"today": "2026-03-09", "yesterday": "2026-03-08"}
+
+
+def test_describe_names_every_family():
+    names = {m.name for m in DriftCollector(DriftWatch.__new__(DriftWatch)).describe()}
+    assert names == {f.removeprefix("ragdrift_") and f for f in FAMILIES} | {"ragdrift_drift_baseline_info"}
