@@ -56,6 +56,9 @@ from agent import synth
 from agent.core.sampling import iso_week
 from agent.core.snapshot import EXEMPLAR_FAMILIES
 from agent.demo.process import wait_until
+from agent.core.drift import freeze
+from agent.io.drift_store import TABLES as DRIFT_TABLES
+from agent.io.drift_store import DriftStore
 from agent.io.queue import TABLES, Queue
 from agent.io.settings import load
 from agent.io.store import Store
@@ -476,6 +479,15 @@ def live(broker, prometheus_bin, tmp_path_factory):
             assert built.items > 0
         finally:
             store.close()
+        # A drift baseline frozen from phase 1's stored days (as `ragdrift baseline freeze` would), so the
+        # restarted agent exports the drift families: phase 1's days against themselves.
+        drift = DriftStore(Store(url, None, DRIFT_TABLES))
+        try:
+            days = drift.stored_days(settings.kafka.group_id)
+            assert days, "phase 1 stored no drift counts"
+            drift.save_baseline(freeze(days, "dashboards"))
+        finally:
+            drift.store.close()
         # Phase 2: the agent restarts on that store, with every incident kind, dead letters and traces.
         config = {**config, "metrics": {**config["metrics"], "port": port}}
         agent = AgentProcess(config)

@@ -37,6 +37,10 @@ ALERTS = {
     "RagdriftKafkaUnreachable": "page",
     "RagdriftDeadLetters": "ticket",
     "RagdriftJudgmentBatchMissing": "ticket",
+    "RagdriftScoreDrift": "ticket",
+    "RagdriftContentAgeDrift": "ticket",
+    "RagdriftSourceConcentration": "ticket",
+    "RagdriftQueryMixDrift": "ticket",
     "RagdriftWatchdog": "none",
 }
 
@@ -189,11 +193,11 @@ def test_inhibit_rules_only_target_alerts_that_carry_instance():
         assert targets == {"RagdriftConsumerLagHigh", "RagdriftCheckpointStale"}
         for name in targets:
             assert "sum by" not in alerts[name]["expr"], f"{name} must keep the instance label"
-        # Nothing aggregated over replicas is a target (RagdriftDriftDetected
-        # stands for the future per-app drift alerts).
+        # Nothing aggregated over replicas is a target (the drift alerts included).
         for name in ("RagdriftUnauthorizedRetrieval", "RagdriftUnauthorizedRisk",
                      "RagdriftStaleConflict", "RagdriftStaleRetrieval", "RagdriftZeroResultRateHigh",
-                     "RagdriftFilterErrors", "RagdriftDeadLetters", "RagdriftDriftDetected",
+                     "RagdriftFilterErrors", "RagdriftDeadLetters", "RagdriftScoreDrift",
+                     "RagdriftContentAgeDrift", "RagdriftSourceConcentration", "RagdriftQueryMixDrift",
                      "RagdriftAgentDown", "RagdriftWatchdog"):
             assert not pattern.fullmatch(name), name
 
