@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # run as a script: import `grafana.*` from the re
 
 from grafana_foundation_sdk.cog.encoder import JSONEncoder  # noqa: E402
 
-from grafana import health, judgment, overview, security, thresholds  # noqa: E402
+from grafana import drift, health, judgment, overview, security, thresholds  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 # file name -> the module whose build(rules) makes it
@@ -28,6 +28,7 @@ BOARDS = {
     "ragdrift-overview.json": overview,
     "ragdrift-security-freshness.json": security,
     "ragdrift-judgment.json": judgment,
+    "ragdrift-drift.json": drift,
     "ragdrift-agent-health.json": health,
 }
 
