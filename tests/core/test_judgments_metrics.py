@@ -101,7 +101,7 @@ def test_seed_matches_the_script_on_random_inputs():
     rnd = random.Random(7)
     for _ in range(300):
         docs = [f"d{i}" for i in range(8)]
-        qrels = {f"q{q}": {d: rnd.randint(0, 3) for d in rnd.sample(docs, rnd.randint(0, 6))} for q in range(4)}
+        qrels = {f"q{q}": {d: rnd.randint(-1, 3) for d in rnd.sample(docs, rnd.randint(0, 6))} for q in range(4)}
         run = {f"q{q}": rnd.choices(docs, k=rnd.randint(0, 7)) for q in range(5)}  # duplicates included
         k = rnd.randint(1, 6)
         ours, theirs = evaluate(qrels, run, k), seed_evaluate(qrels, run, k)
@@ -156,10 +156,11 @@ def test_trec_agrees_with_pytrec_eval():
     pytrec_eval = pytest.importorskip("pytrec_eval")
     rnd = random.Random(11)
     docs = [f"d{i:02d}" for i in range(15)]
-    for trial in range(60):
-        qrels = {f"q{q}": {d: rnd.randint(0, 3) for d in rnd.sample(docs, rnd.randint(1, 10))} for q in range(6)}
+    for trial in range(150):
+        # grades from -1 (judged harmful: no gain) to 3; ranked lists shorter and longer than k
+        qrels = {f"q{q}": {d: rnd.randint(-1, 3) for d in rnd.sample(docs, rnd.randint(1, 10))} for q in range(6)}
         run = {f"q{q}": rnd.sample(docs, rnd.randint(1, 12)) for q in range(7)}
-        k, level = rnd.randint(1, 10), rnd.choice((1, 2))
+        k, level = rnd.randint(1, 10), rnd.choice((1, 2, 3))
         names = {f"P_{k}", f"recall_{k}", "recip_rank", f"ndcg_cut_{k}"}
         scored = {q: {d: float(len(docs) - i) for i, d in enumerate(ranked)} for q, ranked in run.items()}
         ref = pytrec_eval.RelevanceEvaluator(qrels, names, relevance_level=level).evaluate(scored)
