@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.services import unavailable
+
 INSTALL_HINT = "run .ci/helm to install it"
 CACHE_BIN = Path.home() / ".cache" / "ragdrift" / "bin" / "helm"
 
@@ -33,19 +35,12 @@ def find_helm() -> str | None:
     return shutil.which("helm") or (str(CACHE_BIN) if os.access(CACHE_BIN, os.X_OK) else None)
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
 @pytest.fixture(scope="session", name="helm_bin")
 def helm_bin_fixture() -> str:
     """The path of a Helm 3 binary."""
     found = find_helm()
     if found is None:
-        reason = f"helm not found ($HELM_BIN, PATH, {CACHE_BIN}): {INSTALL_HINT}"
-        if _in_ci():
-            pytest.fail(f"required tool unavailable in CI: {reason}", pytrace=False)
-        pytest.skip(reason)
+        unavailable(f"helm not found ($HELM_BIN, PATH, {CACHE_BIN}): {INSTALL_HINT}")
     return found
 
 

@@ -11,7 +11,7 @@ import json
 import sys
 from datetime import date, datetime, timezone
 
-from agent.cli.common import UsageError
+from agent.cli.common import UsageError, open_store
 from agent.cli.run import settings_from
 
 
@@ -43,12 +43,8 @@ def add_parser(commands) -> None:
 
 def _drift_store(settings):
     from agent.io.drift_store import TABLES, DriftStore
-    from agent.io.store import Store, StoreError
 
-    try:
-        return DriftStore(Store(settings.store.url, settings.store.schema, TABLES))
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    return DriftStore(open_store(settings, TABLES))
 
 
 def _day(text: str, flag: str) -> str:

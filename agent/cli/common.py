@@ -14,3 +14,13 @@ def progress(total: int | None = None):
     from tqdm import tqdm
 
     return tqdm(total=total, unit=" events", disable=not sys.stderr.isatty(), file=sys.stderr, mininterval=0.5)
+
+
+def open_store(settings, tables):
+    """The agent's store with `tables` joined, or a usage error naming the problem."""
+    from agent.io.store import Store, StoreError
+
+    try:
+        return Store(settings.store.url, settings.store.schema, tables)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None

@@ -8,7 +8,7 @@ import re
 import sys
 from datetime import datetime, timezone
 
-from agent.cli.common import UsageError
+from agent.cli.common import UsageError, open_store
 from agent.cli.run import settings_from
 
 _WEEK = re.compile(r"\d{4}-W\d{2}\Z")
@@ -40,12 +40,8 @@ def add_parser(commands) -> None:
 
 def _queue(settings):
     from agent.io.queue import TABLES, Queue
-    from agent.io.store import Store, StoreError
 
-    try:
-        return Queue(Store(settings.store.url, settings.store.schema, TABLES))
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    return Queue(open_store(settings, TABLES))
 
 
 def build_batch(args: argparse.Namespace) -> int:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import orjson
 from sqlalchemy import Column, Float, LargeBinary, MetaData, String, Table, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -73,11 +72,8 @@ class DriftStore:
 
     def __init__(self, store):
         self.store = store
-        tables = {t.name: t for t in store.joined_tables}
-        self.days = tables[_DAYS]
-        self.baselines = tables[_BASELINES]
-        self._postgres = store.engine.dialect.name == "postgresql"
-        self._insert = postgresql.insert if self._postgres else sqlite.insert
+        self.days = store.joined(_DAYS)
+        self.baselines = store.joined(_BASELINES)
 
     def writes(self, group_id: str, deltas: Iterable[Deltas]):
         """A joined write adding the partitions' deltas to the stored counts (see Store.save)."""
@@ -90,14 +86,14 @@ class DriftStore:
             if not keys:
                 return
             d = self.days.c
-            conn.execute(self._insert(self.days).on_conflict_do_nothing(), [
+            conn.execute(self.store.insert(self.days).on_conflict_do_nothing(), [
                 {"group_id": group_id, "day": day, "app": app, "feature": feature, "counts": b"{}"}
                 for day, app, feature in keys
             ])
             for day, app, feature in keys:
                 where = (d.group_id == group_id, d.day == day, d.app == app, d.feature == feature)
                 query = select(d.counts).where(*where)
-                stored = orjson.loads(conn.execute(query.with_for_update() if self._postgres else query).scalar_one())
+                stored = orjson.loads(conn.execute(query.with_for_update() if self.store.postgres else query).scalar_one())
                 for key, n in total[(day, app, feature)].items():
                     key = str(key)
                     stored[key] = stored.get(key, 0) + n
@@ -116,12 +112,12 @@ class DriftStore:
             query = query.where(d.day <= last)
         if app is not None:
             query = query.where(d.app == app)
-        rows = {(r.day, r.app, r.feature): orjson.loads(r.counts) for r in self._read(query)}
+        rows = {(r.day, r.app, r.feature): orjson.loads(r.counts) for r in self.store.read(query)}
         return counts_of({k: v for k, v in rows.items() if v})
 
     def last_day(self, group_id: str) -> str | None:
         d = self.days.c
-        rows = self._read(select(d.day).where(d.group_id == group_id).order_by(d.day.desc()).limit(1))
+        rows = self.store.read(select(d.day).where(d.group_id == group_id).order_by(d.day.desc()).limit(1))
         return rows[0].day if rows else None
 
     def save_baseline(self, baseline: Baseline, now: float | None = None) -> bool:
@@ -130,7 +126,7 @@ class DriftStore:
                "baseline": baseline.to_json()}
         try:
             with self.store.engine.begin() as conn:
-                stmt = self._insert(self.baselines).on_conflict_do_nothing().returning(self.baselines.c.version)
+                stmt = self.store.insert(self.baselines).on_conflict_do_nothing().returning(self.baselines.c.version)
                 return conn.execute(stmt, row).first() is not None
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot store the baseline: {exc.__class__.__name__}") from exc
@@ -139,7 +135,7 @@ class DriftStore:
         """Every stored baseline, oldest first."""
         b = self.baselines.c
         out = []
-        for row in self._read(select(self.baselines).order_by(b.created_at, b.name, b.version)):
+        for row in self.store.read(select(self.baselines).order_by(b.created_at, b.name, b.version)):
             doc = orjson.loads(row.baseline)
             out.append(StoredBaseline(row.name, row.version, row.created_at, tuple(doc["days"]),
                                       tuple(sorted(doc["apps"]))))
@@ -153,12 +149,5 @@ class DriftStore:
             query = query.where(b.name == name)
         if version is not None:
             query = query.where(b.version == version)
-        rows = self._read(query.order_by(b.created_at.desc(), b.version.desc()).limit(1))
+        rows = self.store.read(query.order_by(b.created_at.desc(), b.version.desc()).limit(1))
         return Baseline.from_dict(orjson.loads(rows[0].baseline)) if rows else None
-
-    def _read(self, query) -> list:
-        try:
-            with self.store.engine.connect() as conn:
-                return list(conn.execute(query))
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the drift tables: {exc.__class__.__name__}") from exc

@@ -18,7 +18,6 @@ from collections.abc import Iterable
 import msgspec
 import orjson
 from sqlalchemy import BigInteger, Column, Float, Integer, LargeBinary, MetaData, String, Table, delete, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -76,12 +75,9 @@ class Queue:
 
     def __init__(self, store):
         self.store = store
-        tables = {t.name: t for t in store.joined_tables}
-        self.candidates = tables[_CANDIDATES]
-        self.security = tables[_SECURITY]
-        self.batches = tables[_BATCHES]
-        postgres = store.engine.dialect.name == "postgresql"
-        self._insert = postgresql.insert if postgres else sqlite.insert
+        self.candidates = store.joined(_CANDIDATES)
+        self.security = store.joined(_SECURITY)
+        self.batches = store.joined(_BATCHES)
 
     def writes(self, group_id: str, topic: str, partition: int, added: Iterable[Candidate],
                evicted: Iterable[RowKey], incidents: Iterable[Incident]):
@@ -95,7 +91,7 @@ class Queue:
                     c.group_id == group_id, c.topic == topic, c.partition == partition,
                     c.week == week, c.stratum == stratum, c.event_id == event_id))
             if added:  # new rows, or a kept event whose priority rose
-                stmt = self._insert(self.candidates)
+                stmt = self.store.insert(self.candidates)
                 stmt = stmt.on_conflict_do_update(
                     index_elements=["group_id", "topic", "partition", "week", "stratum", "event_id"],
                     set_={"priority": stmt.excluded.priority, "candidate": stmt.excluded.candidate})
@@ -106,7 +102,7 @@ class Queue:
                     for x in added
                 ])
             if incidents:  # a replay after a crash writes the same rows again: kept once
-                conn.execute(self._insert(self.security).on_conflict_do_nothing(), [
+                conn.execute(self.store.insert(self.security).on_conflict_do_nothing(), [
                     {"group_id": group_id, "event_id": x.event_id, "ts": x.ts, "incident": orjson.dumps(x.to_dict())}
                     for x in incidents
                 ])
@@ -131,15 +127,15 @@ class Queue:
         query = select(c.candidate).where(c.group_id == group_id, c.topic == topic, c.partition == partition)
         if weeks is not None:
             newest = select(c.week).where(c.group_id == group_id, c.topic == topic, c.partition == partition)
-            recent = [row.week for row in self._read(newest.distinct().order_by(c.week.desc()).limit(weeks))]
+            recent = [row.week for row in self.store.read(newest.distinct().order_by(c.week.desc()).limit(weeks))]
             query = query.where(c.week.in_(recent))
-        return [_CANDIDATE.decode(row.candidate) for row in self._read(query)]
+        return [_CANDIDATE.decode(row.candidate) for row in self.store.read(query)]
 
     def week_candidates(self, group_id: str, week: str) -> list[Candidate]:
         """Every replica's candidates of one week."""
         c = self.candidates.c
         query = select(c.candidate).where(c.group_id == group_id, c.week == week)
-        return [_CANDIDATE.decode(row.candidate) for row in self._read(query)]
+        return [_CANDIDATE.decode(row.candidate) for row in self.store.read(query)]
 
     def incidents(self, group_id: str, since: float | None = None, limit: int | None = None) -> list[Incident]:
         """The security review queue, oldest first."""
@@ -148,17 +144,17 @@ class Queue:
         if since is not None:
             query = query.where(s.ts >= since)
         query = query.order_by(s.ts, s.event_id).limit(limit)
-        return [Incident.from_dict(orjson.loads(row.incident)) for row in self._read(query)]
+        return [Incident.from_dict(orjson.loads(row.incident)) for row in self.store.read(query)]
 
     def candidate_counts(self, group_id: str, week: str) -> dict[str, int]:
         """Candidates per stratum of one week, over every replica."""
         c = self.candidates.c
         query = select(c.stratum, func.count()).where(c.group_id == group_id, c.week == week).group_by(c.stratum)
-        return {stratum: n for stratum, n in self._read(query)}
+        return {stratum: n for stratum, n in self.store.read(query)}
 
     def security_size(self, group_id: str) -> int:
         s = self.security.c
-        return self._read(select(func.count()).where(s.group_id == group_id))[0][0]
+        return self.store.read(select(func.count()).where(s.group_id == group_id))[0][0]
 
     def record_batch(self, group_id: str, week: str, batch_id: str, built_at: float, items: int, directory: str) -> None:
         """Remember the week's batch; the first one built stays the week's batch."""
@@ -166,24 +162,17 @@ class Queue:
                "directory": directory}
         try:
             with self.store.engine.begin() as conn:
-                conn.execute(self._insert(self.batches).on_conflict_do_nothing(), row)
+                conn.execute(self.store.insert(self.batches).on_conflict_do_nothing(), row)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot record the batch: {exc.__class__.__name__}") from exc
 
     def batch_of(self, group_id: str, week: str) -> dict | None:
         b = self.batches.c
-        rows = self._read(select(self.batches).where(b.group_id == group_id, b.week == week))
+        rows = self.store.read(select(self.batches).where(b.group_id == group_id, b.week == week))
         return dict(rows[0]._mapping) if rows else None
 
     def last_batch(self, group_id: str) -> dict | None:
         """The most recently built batch."""
         b = self.batches.c
-        rows = self._read(select(self.batches).where(b.group_id == group_id).order_by(b.built_at.desc()).limit(1))
+        rows = self.store.read(select(self.batches).where(b.group_id == group_id).order_by(b.built_at.desc()).limit(1))
         return dict(rows[0]._mapping) if rows else None
-
-    def _read(self, query) -> list:
-        try:
-            with self.store.engine.connect() as conn:
-                return list(conn.execute(query))
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the queue: {exc.__class__.__name__}") from exc

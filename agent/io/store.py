@@ -121,7 +121,8 @@ class Store:
                 self._upgrade(conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open store {self.engine_url()}: {exc.__class__.__name__}") from exc
-        self._insert = postgresql.insert if postgres else sqlite.insert
+        self.postgres = postgres
+        self.insert = postgresql.insert if postgres else sqlite.insert  # with on_conflict_* on either
         # Several replicas share PostgreSQL, so loads read one snapshot; SQLite
         # serves a single replica, with no other writer to tear a load.
         self._snapshot_isolation = "REPEATABLE READ" if postgres else "SERIALIZABLE"
@@ -135,6 +136,18 @@ class Store:
                 kind = column.type.compile(dialect=conn.dialect)
                 name = conn.dialect.identifier_preparer.format_table(table)
                 conn.execute(text(f"ALTER TABLE {name} ADD COLUMN {column.name} {kind}"))
+
+    def joined(self, name: str) -> Table:
+        """A joined component's table, by name."""
+        return next(t for t in self.joined_tables if t.name == name)
+
+    def read(self, query) -> list:
+        """The rows of one query, or `StoreError` (never SQLAlchemy's own errors)."""
+        try:
+            with self.engine.connect() as conn:
+                return list(conn.execute(query))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read {self.engine_url()}: {exc.__class__.__name__}") from exc
 
     def engine_url(self) -> str:
         """The URL with any password hidden, for logs."""
@@ -166,7 +179,7 @@ class Store:
             ]
         except TypeError as exc:  # e.g. a sum beyond 64 bits
             raise StoreError(f"checkpoint cannot be serialized: {exc}") from exc
-        stmt = self._insert(self.checkpoints)
+        stmt = self.insert(self.checkpoints)
         stmt = stmt.on_conflict_do_update(
             index_elements=["group_id", "topic", "partition"],
             set_={name: stmt.excluded[name] for name in ("next_offset", "state", "updated_at", "topic_id")},
@@ -176,7 +189,7 @@ class Store:
         ).returning(self.checkpoints.c.next_offset)  # no row back: the write was refused
         # A sealed bucket's content is fixed by the stream, so a second write
         # of the same index (a replica that lost its partition late) is a no-op.
-        insert_sealed = self._insert(self.buckets).on_conflict_do_nothing()
+        insert_sealed = self.insert(self.buckets).on_conflict_do_nothing()
         b = self.buckets.c
         try:
             with self.engine.begin() as conn:

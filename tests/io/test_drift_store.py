@@ -20,13 +20,6 @@ START = datetime(2026, 3, 1, 22, tzinfo=timezone.utc)
 LINES = list(synth.generate(400, seed=5, start=START, rate=400 / 4 / 3600))  # 4 hours over midnight
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/state.db"
-    return request.getfixturevalue("pg_url")
-
-
 @pytest.fixture
 def drift(url):
     store = Store(url, tables=TABLES)

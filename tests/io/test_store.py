@@ -19,13 +19,6 @@ from agent.io.store import Checkpoint, Store, StoreError
 GROUP = "ragdrift"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/state.db"
-    return request.getfixturevalue("pg_url")
-
-
 @pytest.fixture
 def store(url):
     s = Store(url)
