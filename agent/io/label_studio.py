@@ -24,7 +24,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-TAGS = ("stale", "duplicate", "unauthorized", "wrong_locale", "wrong_version", "low_authority")
+from agent.core.judgments.labels import TAGS
+
 GRADES = (("0", "irrelevant"), ("1", "marginally relevant"), ("2", "relevant"), ("3", "highly relevant"))
 SCALE = ("Grade each retrieved chunk for its relevance to the query: "
          + ", ".join(f"{g} = {name}" for g, name in GRADES)
