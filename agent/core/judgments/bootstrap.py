@@ -1,7 +1,9 @@
 """Percentile bootstrap interval for a (weighted) mean over queries.
 
 Queries are resampled with replacement, each resample's weighted mean taken, and
-the interval read from the resampled means' percentiles. The generator is passed
+the interval read from the resampled means' percentiles. A stratified sample
+(one priority sample per stratum) is resampled within each stratum, so every
+resample keeps the design's stratum sizes. The generator is passed
 in so the interval is reproducible and the core stays free of hidden state.
 """
 
@@ -34,8 +36,10 @@ def bootstrap_interval(
     *,
     resamples: int = 2000,
     level: float = 0.95,
+    strata: Sequence[str] | None = None,
 ) -> Interval:
-    """Percentile bootstrap interval for sum(w * x) / sum(w) (plain mean without weights)."""
+    """Percentile bootstrap interval for sum(w * x) / sum(w) (plain mean without weights),
+    resampling within each stratum when `strata` (one per value) are given."""
     x = np.asarray(values, dtype=float)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float)
     if x.ndim != 1 or x.size == 0:
@@ -46,8 +50,13 @@ def bootstrap_interval(
         raise ValueError("weights must be non-negative with a positive sum")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
+    if strata is not None and len(strata) != x.size:
+        raise ValueError("strata must match values")
     estimate = weighted_mean(x, w)
-    index = rng.integers(0, x.size, size=(resamples, x.size))
+    groups = [np.arange(x.size)] if strata is None else [
+        np.flatnonzero(np.asarray(strata) == s) for s in dict.fromkeys(strata)
+    ]
+    index = np.hstack([g[rng.integers(0, g.size, size=(resamples, g.size))] for g in groups])
     sums = w[index].sum(axis=1)
     keep = sums > 0  # a resample of zero-weight queries only has no mean
     means = (x[index] * w[index]).sum(axis=1)[keep] / sums[keep]
