@@ -1,0 +1,125 @@
+"""Qrels and runs from their text: JSON as the seed script reads it, or TREC lines.
+
+- qrels: JSON `{query: {doc: grade}}`, or TREC qrels lines `qid iter docno rel`
+  (rel an integer);
+- run: JSON `{query: [doc, ...]}` in rank order, or TREC run lines
+  `qid Q0 docno rank score tag`, ordered as trec_eval orders them: by score,
+  highest first, ties by docno in reverse (the rank column is ignored).
+
+A text whose first character (after blanks) is `{` is JSON. Every problem is a
+`FormatError` with the line it is on (for JSON, the query it is under): a
+repeated judgment or query, a grade or score that is not a number, and, when
+duplicates are rejected, a doc id repeated in one query's ranking.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+
+class FormatError(ValueError):
+    """A text that is not qrels or a run; says where."""
+
+    def __init__(self, line: int | None, reason: str):
+        super().__init__(f"line {line}: {reason}" if line is not None else reason)
+        self.line = line
+        self.reason = reason
+
+
+def parse_qrels(text: str) -> dict[str, dict[str, float]]:
+    if _is_json(text):
+        data = _json(text)
+        if not all(isinstance(docs, dict) for docs in data.values()):
+            raise FormatError(None, "qrels JSON must map each query to {doc: grade}")
+        for query, docs in data.items():
+            for doc, grade in docs.items():
+                if not _number(grade):
+                    raise FormatError(None, f"query {query!r}: grade of {doc!r} is not a number: {grade!r}")
+        return data
+    qrels: dict[str, dict[str, float]] = {}
+    for n, fields in _lines(text, 4, "qid iter docno rel"):
+        query, _, doc, rel = fields
+        try:
+            grade = int(rel)
+        except ValueError:
+            raise FormatError(n, f"relevance {rel!r} is not an integer") from None
+        docs = qrels.setdefault(query, {})
+        if doc in docs:
+            raise FormatError(n, f"doc {doc!r} of query {query!r} is judged twice")
+        docs[doc] = grade
+    return qrels
+
+
+def parse_run(text: str, reject_duplicates: bool) -> dict[str, list[str]]:
+    if _is_json(text):
+        data = _json(text)
+        for query, ranked in data.items():
+            if not isinstance(ranked, list) or not all(isinstance(doc, str) for doc in ranked):
+                raise FormatError(None, f"query {query!r}: a run maps each query to a list of doc ids")
+            if reject_duplicates:
+                repeated = _first_repeat(ranked)
+                if repeated is not None:
+                    raise FormatError(None, f"query {query!r}: duplicate doc id {repeated!r}")
+        return data
+    scored: dict[str, list[tuple[float, str]]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for n, fields in _lines(text, 6, "qid Q0 docno rank score tag"):
+        query, _, doc, _, score, _ = fields
+        try:
+            value = float(score)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise FormatError(n, f"score {score!r} is not a finite number")
+        if reject_duplicates and (query, doc) in seen:
+            raise FormatError(n, f"duplicate doc id {doc!r} for query {query!r} (first on line {seen[query, doc]})")
+        seen.setdefault((query, doc), n)
+        scored.setdefault(query, []).append((value, doc))
+    return {query: [doc for _, doc in sorted(docs, reverse=True)] for query, docs in scored.items()}
+
+
+def _is_json(text: str) -> bool:
+    return text.lstrip().startswith("{")
+
+
+def _json(text: str) -> dict:
+    def unique(pairs):
+        keys = [key for key, _ in pairs]
+        repeated = _first_repeat(keys)
+        if repeated is not None:
+            raise FormatError(None, f"key {repeated!r} appears twice in one object")
+        return dict(pairs)
+
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise FormatError(exc.lineno, f"not JSON: {exc.msg}") from None
+
+
+def _lines(text: str, width: int, layout: str):
+    """(line number, fields) of each non-blank line, which must have `width` fields."""
+    found = False
+    for n, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != width:
+            raise FormatError(n, f"expected {width} fields ({layout}), got {len(fields)}")
+        found = True
+        yield n, fields
+    if not found:
+        raise FormatError(None, "empty: no qrels or run lines")
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _first_repeat(values) -> str | None:
+    seen = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
