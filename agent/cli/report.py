@@ -1,0 +1,66 @@
+"""`ragdrift judgments report`: the judged figures of a batch, or of the last weeks' batches.
+
+`add_report(actions, load)` adds the `report` subcommand to the `judgments`
+group. Where batches and labels come from is `load`'s business (the store's
+`ragdrift_batches` rows and their latest qrels), so this module only parses,
+computes, renders and plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Protocol
+
+from agent.cli.common import UsageError
+from agent.jobs.report import FORMATS, Judged
+
+
+class Load(Protocol):
+    def __call__(self, config: str | None, batch: str | None, weeks: int) -> list[Judged]:
+        """Batch `batch`, or else the newest `weeks` batches, oldest first, each with the
+        latest version of its labels; raises UsageError naming what is missing."""
+
+
+def add_report(actions, load: Load) -> None:
+    report = actions.add_parser("report", help="precision, recall, MRR, hit rate and nDCG of judged batches, "
+                                               "with intervals, agreement, missed tags and slices")
+    report.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store section)")
+    which = report.add_mutually_exclusive_group()
+    which.add_argument("--batch", metavar="ID", help="this batch (default: the newest)")
+    which.add_argument("--weeks", metavar="N", type=int, default=1, help="the newest N weekly batches (default: 1)")
+    report.add_argument("--format", choices=FORMATS, default="table", help="json: one report per line")
+    report.add_argument("--plots", metavar="DIR", help="write precision over weeks and the reliability diagram as PNG")
+    report.add_argument("--relevance-threshold", type=float, default=2.0, metavar="G",
+                        help="a mean grade at least G is relevant (default: 2)")
+    report.add_argument("--gain", choices=("exp", "linear"), default="exp", help="nDCG gain: 2^g - 1 (default) or g")
+    report.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples per interval")
+    report.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    report.set_defaults(handler=lambda args: run_report(args, load))
+
+
+def run_report(args: argparse.Namespace, load: Load) -> int:
+    from agent.core.judgments.report import Options
+    from agent.jobs.report import render, reports
+
+    if args.weeks < 1:
+        raise UsageError(f"--weeks must be at least 1, got {args.weeks}")
+    if args.resamples < 1:
+        raise UsageError(f"--resamples must be at least 1, got {args.resamples}")
+    batches = load(args.config, args.batch, args.weeks)
+    if not batches:
+        raise UsageError(f"no batch {args.batch}" if args.batch else "no judgment batch yet: build one with `ragdrift batch build`")
+    options = Options(threshold=args.relevance_threshold, gain=args.gain, resamples=args.resamples, seed=args.seed)
+    try:
+        found = reports(batches, options)
+    except ValueError as exc:  # labels the batch's key does not hold
+        raise UsageError(str(exc)) from None
+    sys.stdout.write(render(found, args.format))
+    if args.plots:
+        try:
+            from agent.io.plots import plot
+        except ImportError:
+            raise UsageError("--plots needs matplotlib: pip install 'ragdrift-agent[plots]'") from None
+        for path in plot(found, args.plots):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
