@@ -3,7 +3,12 @@
 `add_report(actions, load)` adds the `report` subcommand to the `judgments`
 group. Where batches and labels come from is `load`'s business (the store's
 `ragdrift_batches` rows and their latest qrels), so this module only parses,
-computes, renders and plots.
+computes, renders and plots. Wired to the store, `load` is about:
+
+    def load(config, batch, weeks):
+        store = ...  # the settings' store, with the batches and qrels tables
+        rows = ...   # ragdrift_batches: the row of `batch`, or the newest `weeks` rows, oldest first
+        return [Judged(*read_batch(row["directory"]), Qrels(store).latest(row["batch_id"])) for row in rows]
 """
 
 from __future__ import annotations

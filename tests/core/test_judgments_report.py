@@ -184,6 +184,14 @@ def test_threshold_and_linear_gain():
     assert out["policy"]["gain"] == "linear" and out["policy"]["relevance"] == "mean grade >= 1"
 
 
+def test_a_batch_nobody_judged_has_counts_and_no_figures():
+    out = report(MANIFEST, KEY, [], Options(resamples=10))
+    assert out["counts"]["judged"] == 0 and out["counts"]["unjudged_items"] == 4
+    assert all(figure is None for v in out["views"] for figure in v["metrics"].values())
+    assert out["agreement"]["kappa"] is None and out["agreement"]["exact"] is None
+    assert out["calibration"] == [] and out["slices"]["app"] == [] and out["tags"]["missed"] == []
+
+
 def test_labels_of_another_batch_are_refused():
     with pytest.raises(ValueError, match="does not hold"):
         report(MANIFEST, KEY, [label("Z-1", "j1", 2)], Options(resamples=10))

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from sklearn.metrics import cohen_kappa_score
 
 from agent.core.judgments.bootstrap import bootstrap_interval
 from agent.core.judgments.judged import JudgedItem, judged
@@ -129,11 +130,11 @@ def score(items: Sequence[JudgedItem], options: Options) -> list[Scored]:
         query = item.key["query_id"]
         qrels = {chunk: sum(grades) / len(grades) for chunk, grades in pooled[query].items()}
         ranked = [c.chunk_id for c in item.chunks if c.grade is not None]
-        values = dict(per_query(qrels, ranked, max(item.key["cutoff_k"], 1), metric_policy))
+        k = max(item.key["cutoff_k"], 1)
+        values = dict(per_query(qrels, ranked, k, metric_policy))
         complete = math.nan
         if groups[query]:
-            top = ranked[:item.key["cutoff_k"]]
-            found = {chunk for chunk in top if qrels[chunk] >= options.threshold}
+            found = {chunk for chunk in ranked[:k] if qrels[chunk] >= options.threshold}
             complete = float(any(group <= found for group in groups[query]))
         values["groupComplete"] = complete
         values["groupRecall"] = values["recall"] if groups[query] else math.nan
@@ -148,7 +149,7 @@ def view(name: str, stratum: str, scored: Sequence[Scored], options: Options, *,
     metrics = {}
     for metric in REPORT_METRICS:
         values = np.array([s.values[metric] for s in scored])
-        keep = np.isfinite(values) & (weights > 0)
+        keep = np.isfinite(values)
         metrics[metric] = interval(values[keep], weights[keep], [x for x, k in zip(strata, keep) if k], options)
     return {"view": name, "stratum": stratum, "items": len(scored), "metrics": metrics}
 
@@ -192,8 +193,6 @@ def slices(name: str, traffic: Sequence[Scored], options: Options) -> list[dict]
 
 def agreement(items: Sequence[JudgedItem], threshold: float) -> dict:
     """Weighted Cohen's kappa over every pair of judges on a chunk, and the chunks they disagree on."""
-    from sklearn.metrics import cohen_kappa_score
-
     first, second, disagreements = [], [], []
     for item in items:
         for c in item.chunks:
