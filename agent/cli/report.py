@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agent.cli.common import UsageError
-from agent.jobs.report import FORMATS, Judged
+
+if TYPE_CHECKING:  # the report's modules load numpy and scikit-learn: only when a report runs
+    from agent.jobs.report import Judged
 
 
 class Load(Protocol):
@@ -34,7 +36,7 @@ def add_report(actions, load: Load) -> None:
     which = report.add_mutually_exclusive_group()
     which.add_argument("--batch", metavar="ID", help="this batch (default: the newest)")
     which.add_argument("--weeks", metavar="N", type=int, default=1, help="the newest N weekly batches (default: 1)")
-    report.add_argument("--format", choices=FORMATS, default="table", help="json: one report per line")
+    report.add_argument("--format", choices=("table", "json", "md"), default="table", help="json: one report per line")
     report.add_argument("--plots", metavar="DIR", help="write precision over weeks and the reliability diagram as PNG")
     report.add_argument("--relevance-threshold", type=float, default=2.0, metavar="G",
                         help="a mean grade at least G is relevant (default: 2)")

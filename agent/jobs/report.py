@@ -16,7 +16,6 @@ from pathlib import Path
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import REPORT_METRICS, Options, report
 
-FORMATS = ("table", "json", "md")
 TITLES = {"precision": "precision", "recall": "recall", "reciprocalRank": "MRR", "hitRate": "hit rate",
           "nDCG": "nDCG", "groupComplete": "group complete", "groupRecall": "recall (groups)"}
 
