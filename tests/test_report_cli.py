@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import pytest
 
@@ -134,3 +135,10 @@ def test_errors_are_one_line(capsys, batches):
     wrong = Judged(batches[0].manifest, batches[0].key, [Label("x", "x-0001", "x-0001-1", "ann", 2)])
     status, out, _ = report_cli(capsys, [wrong])
     assert status == 2 and "does not hold" in out and len(out.splitlines()) == 1
+
+
+def test_plots_without_matplotlib_name_the_extra(capsys, batches, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the `plots` extra were not installed
+    status, out, _ = report_cli(capsys, batches, "--plots", str(tmp_path / "plots"))
+    assert status == 2 and out == "ragdrift: error: --plots needs matplotlib: pip install 'ragdrift-agent[plots]'\n"
+    assert not (tmp_path / "plots").exists()

@@ -14,6 +14,7 @@ computes, renders and plots. Wired to the store, `load` is about:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from typing import TYPE_CHECKING, Protocol
 
@@ -54,6 +55,8 @@ def run_report(args: argparse.Namespace, load: Load) -> int:
         raise UsageError(f"--weeks must be at least 1, got {args.weeks}")
     if args.resamples < 1:
         raise UsageError(f"--resamples must be at least 1, got {args.resamples}")
+    if args.plots and importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plots needs matplotlib: pip install 'ragdrift-agent[plots]'")
     batches = load(args.config, args.batch, args.weeks)
     if not batches:
         raise UsageError(f"no batch {args.batch}" if args.batch else "no judgment batch yet: build one with `ragdrift batch build`")
@@ -64,10 +67,8 @@ def run_report(args: argparse.Namespace, load: Load) -> int:
         raise UsageError(str(exc)) from None
     sys.stdout.write(render(found, args.format))
     if args.plots:
-        try:
-            from agent.io.plots import plot
-        except ImportError:
-            raise UsageError("--plots needs matplotlib: pip install 'ragdrift-agent[plots]'") from None
+        from agent.io.plots import plot
+
         for path in plot(found, args.plots):
             print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -1,16 +1,13 @@
 """The report's PNG plots: traffic precision over weeks with its interval band,
 and the calibration reliability diagram. They draw figures the report already
-holds (agent/core/judgments/report.py) and decide nothing."""
+holds (agent/core/judgments/report.py) and decide nothing. matplotlib comes
+with the `plots` extra, so it is imported only when a plot is drawn: the
+agent's own path never needs it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")  # files only, never a display
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
 PRECISION_PNG = "precision-weeks.png"
 RELIABILITY_PNG = "reliability.png"
@@ -24,6 +21,7 @@ def plot(found: Sequence[dict], directory: str | Path) -> list[Path]:
 
 
 def precision_over_weeks(found: Sequence[dict], path: Path) -> Path:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     weeks = [r["week"] for r in found]
     for stratum, label in (("all", "traffic (risk strata)"), ("uniform", "uniform stratum")):
@@ -46,6 +44,7 @@ def precision_over_weeks(found: Sequence[dict], path: Path) -> Path:
 
 
 def reliability(r: dict, path: Path) -> Path:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 5))
     bins = r["calibration"]
     if bins:
@@ -65,6 +64,15 @@ def reliability(r: dict, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a display
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _precision(r: dict, stratum: str) -> dict | None:
