@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import random
-import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,33 +15,12 @@ from agent.core.judgments import SEED, TREC, bootstrap_interval, evaluate, per_q
 L2, L3, L4 = math.log2(2), math.log2(3), math.log2(4)
 
 
-# The seed document's script (section 5), verbatim but for the I/O: the `seed` policy's oracle.
-def seed_dcg(grades):
-    return sum((2**grade - 1) / math.log2(rank + 2) for rank, grade in enumerate(grades))
-
-
-def seed_per_query(qrels, ranked, k):
-    top = ranked[:k]
-    relevant = {doc_id for doc_id, grade in qrels.items() if grade >= 2}
-    hits = [doc_id for doc_id in top if doc_id in relevant]
-    first = next((rank for rank, doc_id in enumerate(top, 1) if doc_id in relevant), None)
-    grades = [qrels.get(doc_id, 0) for doc_id in top]
-    ideal = sorted(qrels.values(), reverse=True)[:k]
-    ideal_dcg = seed_dcg(ideal)
-    return {
-        "precision": len(hits) / len(top) if top else 0.0,
-        "recall": len(set(hits)) / len(relevant) if relevant else 1.0,
-        "reciprocalRank": 1 / first if first else 0.0,
-        "hitRate": 1.0 if hits else 0.0,
-        "nDCG": seed_dcg(grades) / ideal_dcg if ideal_dcg else 1.0,
-    }
-
-
-def seed_evaluate(all_qrels, run, k):
-    rows = {qid: seed_per_query(qrels, run.get(qid, []), k) for qid, qrels in all_qrels.items()}
-    metric_names = ("precision", "recall", "reciprocalRank", "hitRate", "nDCG")
-    macro = {name: round(statistics.fmean(row[name] for row in rows.values()), 4) for name in metric_names}
-    return {"k": k, "queryCount": len(rows), "macro": macro, "perQuery": rows}
+# The seed document's script (section 5), verbatim: the `seed` policy's oracle.
+_SEED_SCRIPT = Path(__file__).parents[1] / "data" / "seed" / "retrieval_metrics.py"
+_spec = importlib.util.spec_from_file_location("seed_retrieval_metrics", _SEED_SCRIPT)
+seed_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(seed_script)
+seed_per_query, seed_evaluate = seed_script.per_query, seed_script.evaluate
 
 
 QRELS = {"d1": 3, "d2": 2, "d3": 1, "d4": 0, "d5": 2}
