@@ -62,15 +62,21 @@ def built(tmp_path_factory):
     return replayed_batch(tmp_path_factory.mktemp("built"))
 
 
+def copy_store(config, tmp_path):
+    """A config like `config` with a copy of its SQLite store: a test's imports stay its own."""
+    doc = yaml.safe_load(config.read_text())
+    db = tmp_path / "state.db"
+    db.write_bytes(open(doc["store"]["url"].removeprefix("sqlite:///"), "rb").read())
+    copy = tmp_path / "ragdrift.yaml"
+    copy.write_text(yaml.safe_dump({**doc, "store": {"url": f"sqlite:///{db}"}}))
+    return copy
+
+
 @pytest.fixture
 def batch(built, tmp_path):
     path, directory = built
-    db = tmp_path / "state.db"
-    db.write_bytes((path.parent / "state.db").read_bytes())
-    config = tmp_path / "ragdrift.yaml"
-    config.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "store": {"url": f"sqlite:///{db}"}}))
     items = [json.loads(line) for line in (directory / "items.jsonl").read_text().splitlines()]
-    return config, directory, items
+    return copy_store(path, tmp_path), directory, items
 
 
 def grade_of(chunk: str, judge: str) -> int:
