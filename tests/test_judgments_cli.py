@@ -8,6 +8,7 @@ import csv
 import io
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import yaml
@@ -66,7 +67,7 @@ def copy_store(config, tmp_path):
     """A config like `config` with a copy of its SQLite store: a test's imports stay its own."""
     doc = yaml.safe_load(config.read_text())
     db = tmp_path / "state.db"
-    db.write_bytes(open(doc["store"]["url"].removeprefix("sqlite:///"), "rb").read())
+    db.write_bytes(Path(doc["store"]["url"].removeprefix("sqlite:///")).read_bytes())
     copy = tmp_path / "ragdrift.yaml"
     copy.write_text(yaml.safe_dump({**doc, "store": {"url": f"sqlite:///{db}"}}))
     return copy
