@@ -135,6 +135,12 @@ def test_every_bad_jsonl_row_is_named_with_its_line():
         "judge 'a\\nb': at most 128 printable characters", "tags 'stale' are not a list of tags"}
 
 
+def test_text_in_a_wrong_field_is_not_echoed_whole():
+    text = "The quarterly revenue of ACME Corp grew by 12.4 percent to 1.2 billion"
+    ((line, reason),) = refused("t.jsonl", jsonl({"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": text}))
+    assert line == 1 and reason.endswith("... is not one of 0, 1, 2, 3") and "billion" not in reason
+
+
 def test_a_file_with_one_bad_row_is_refused_whole():
     good = [{"item": I1, "chunk": f"{I1}-{j}", "judge": "ana", "grade": 2} for j in (1, 2)]
     assert len(labels("ok.jsonl", jsonl(*good))) == 2

@@ -178,15 +178,15 @@ class _Reader:
         if not isinstance(judge, str) or not judge.strip():
             reasons.append("judge is missing")
         elif len(judge) > _JUDGE_MAX or not judge.isprintable():
-            reasons.append(f"judge {judge[:_JUDGE_MAX]!r}: at most {_JUDGE_MAX} printable characters")
+            reasons.append(f"judge {_cut(repr(judge))}: at most {_JUDGE_MAX} printable characters")
         if isinstance(grade, bool) or grade not in GRADES:
-            reasons.append(f"grade {grade!r} is not one of 0, 1, 2, 3")
+            reasons.append(f"grade {_cut(repr(grade))} is not one of 0, 1, 2, 3")
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            reasons.append(f"tags {tags!r} are not a list of tags")
+            reasons.append(f"tags {_cut(repr(tags))} are not a list of tags")
         elif unknown := sorted(set(tags) - set(TAGS)):
-            reasons.append(f"unknown tag(s) {', '.join(unknown)} (known: {', '.join(TAGS)})")
+            reasons.append(f"unknown tag(s) {_cut(', '.join(unknown))} (known: {', '.join(TAGS)})")
         if group is not None and not (isinstance(group, str) and _GROUP.match(group)):
-            reasons.append(f"evidence group {group!r}: 1-16 letters, digits, _ or -")
+            reasons.append(f"evidence group {_cut(repr(group))}: 1-16 letters, digits, _ or -")
         if not reasons:
             pair = (item, chunk, judge)
             if pair in self.seen:
@@ -312,6 +312,11 @@ class _Reader:
             self.add(n, where + f"chunk {c.get('chunk')}: ", item, c.get("chunk"), judge,
                      int(value) if isinstance(value, str) and value.isdigit() else value,
                      chosen.get(("tags", i), []), group[0] if group else None)
+
+
+def _cut(shown: str, limit: int = 40) -> str:
+    """A value as a problem shows it: cut, so that text in a wrong column is not echoed whole."""
+    return shown if len(shown) <= limit else shown[:limit] + "..."
 
 
 def _list(tags) -> object:
