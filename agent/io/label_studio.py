@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.core.judgments.labels import TAGS
+from agent.core.judgments.labels import TAGS  # noqa: F401 - the tags of the labeling config, re-exported
 
 GRADES = (("0", "irrelevant"), ("1", "marginally relevant"), ("2", "relevant"), ("3", "highly relevant"))
 EVIDENCE_GROUPS = ("A", "B", "C")
