@@ -25,7 +25,6 @@ from agent.io.qrels import TABLES as QRELS
 from agent.io.qrels import Qrels
 from agent.io.settings import load
 from agent.io.store import Store
-from tests.label_studio import label_studio_fixture  # noqa: F401 - the `label_studio` fixture
 from tests.test_judgments_cli import copy_store, replayed_batch
 
 pytestmark = pytest.mark.label_studio

@@ -24,7 +24,6 @@ from agent.io.label_studio import (
     tasks,
     token_from,
 )
-from tests.label_studio import label_studio_fixture  # noqa: F401 - the `label_studio` fixture
 
 ITEMS = [
     {"item": "2026-W48-0001", "judges": 1,
