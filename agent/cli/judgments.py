@@ -35,7 +35,7 @@ def add_import(actions) -> None:
 
 def add_pull(actions) -> None:
     pull = actions.add_parser("pull", help="import the annotations of a Label Studio project through its REST API")
-    pull.add_argument("--label-studio-url", required=True, metavar="URL")
+    pull.add_argument("--label-studio-url", required=True, metavar="URL", help="the Label Studio server")
     pull.add_argument("--project", required=True, type=int, metavar="ID", help="the project's id")
     pull.add_argument("--label-studio-token-file", metavar="FILE",
                       help="file holding the Label Studio API token (default: $LABEL_STUDIO_TOKEN)")
