@@ -53,6 +53,7 @@ hypothesis_settings.register_profile("ragdrift", deadline=None)
 hypothesis_settings.load_profile("ragdrift")
 
 from tests import services  # noqa: E402
+from tests.label_studio import label_studio_fixture  # noqa: E402, F401 - one Label Studio for the whole session
 from tests.services import (  # noqa: E402
     Alertmanager,
     Prometheus,

@@ -14,8 +14,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agent.io.label_studio import GRADES, TAGS, LabelStudio, LabelStudioError, labeling_config, tasks, token_from
-from tests.label_studio import label_studio_fixture  # noqa: F401 - the `label_studio` fixture
+from agent.io.label_studio import (
+    EVIDENCE_GROUPS,
+    GRADES,
+    TAGS,
+    LabelStudio,
+    LabelStudioError,
+    labeling_config,
+    tasks,
+    token_from,
+)
 
 ITEMS = [
     {"item": "2026-W48-0001", "judges": 1,
@@ -79,14 +87,19 @@ def test_labeling_config_is_xml_with_one_grade_and_tag_set_per_chunk():
         tagsets = [c for c in view.iter("Choices") if c.get("name", "").startswith("tags_")]
         assert len(tagsets) == n and all(t.get("choice") == "multiple" for t in tagsets)
         assert all([c.get("value") for c in t.iter("Choice")] == list(TAGS) for t in tagsets)
+        groups = [c for c in view.iter("Choices") if c.get("name", "").startswith("group_")]
+        assert [(g.get("name"), g.get("toName"), g.get("choice")) for g in groups] == \
+            [(f"group_{k}", f"chunk_{k}", "single") for k in range(n)]
+        assert all([c.get("value") for c in g.iter("Choice")] == list(EVIDENCE_GROUPS) for g in groups)
+        assert all(g.get("required") is None for g in groups)  # optional for the judge
         texts = {t.get("name"): t.get("value") for t in view.iter("Text")}
         assert texts == {"query": "$query_shown", **{f"chunk_{k}": f"$chunks[{k}].shown" for k in range(n)}}
 
 
 def test_labeling_config_escapes_tags_and_can_have_none():
     odd = ['a "quoted" & <tag>']
-    root = ET.fromstring(labeling_config(odd))
-    assert [c.get("value") for c in root.iter("Choice") if c.get("alias") is None] == odd
+    (tagset,) = [c for c in ET.fromstring(labeling_config(odd)).iter("Choices") if c.get("name") == "tags_{{idx}}"]
+    assert [c.get("value") for c in tagset.iter("Choice")] == odd
     assert not [c for c in ET.fromstring(labeling_config([])).iter("Choices") if "tags_" in c.get("name")]
 
 
@@ -232,6 +245,7 @@ def test_stored_config_has_a_grade_per_chunk_and_the_tags(project):
     assert parsed["grade_{{idx}}"]["labels"] == ["0", "1", "2", "3"]
     assert parsed["grade_{{idx}}"]["inputs"][0]["value"] == "chunks[{{idx}}].shown"
     assert parsed["tags_{{idx}}"]["labels"] == list(TAGS)
+    assert parsed["group_{{idx}}"]["labels"] == list(EVIDENCE_GROUPS)
     for n in (1, 3):
         assert len(grade_controls(expand(stored["label_config"], n))) == n
 

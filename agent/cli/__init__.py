@@ -6,13 +6,13 @@ import argparse
 import sys
 
 from agent import __version__
-from agent.cli import baseline, demo, evaluate, generate, judgment, replay, run
+from agent.cli import baseline, demo, evaluate, generate, judgment, judgments, replay, run
 from agent.cli.common import UsageError
 
 __all__ = ["COMMAND_GROUPS", "UsageError", "build_parser", "main"]
 
 # Each module adds its subcommands with `add_parser(commands)`; this order is the order in `--help`.
-COMMAND_GROUPS = (generate, replay, run, baseline, judgment, evaluate, demo)
+COMMAND_GROUPS = (generate, replay, run, baseline, judgment, judgments, evaluate, demo)
 
 
 class _Parser(argparse.ArgumentParser):

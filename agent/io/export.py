@@ -64,6 +64,15 @@ def write(export_dir: str | os.PathLike, batch: Batch, items: list[dict],
     return root / batch.batch_id
 
 
+def read_key(directory: str | os.PathLike) -> list[dict]:
+    """A written batch's key.jsonl rows."""
+    path = Path(directory) / "key.jsonl"
+    try:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"cannot read the batch's key {path}: {exc}") from None
+
+
 @contextmanager
 def _directory(root: Path, name: str):
     _check(name)

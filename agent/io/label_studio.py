@@ -1,9 +1,12 @@
 """Label Studio as the judging tool: labeling config, task import format, REST client.
 
-A judge sees the query and each retrieved chunk, grades every chunk 0-3 and
-may tag it. Names in annotation results map back to the blinded item:
-``grade_<i>`` / ``tags_<i>`` are about ``task["data"]["chunks"][i]``, whose
-``chunk`` key is the blinded chunk key; ``task["data"]["item"]`` is the item.
+A judge sees the query and each retrieved chunk, grades every chunk 0-3, may
+tag it and may put it in an evidence group (chunks in one group together
+form a complete answer). Names in annotation results map back to the blinded
+item: ``grade_<i>`` / ``tags_<i>`` / ``group_<i>`` are about
+``task["data"]["chunks"][i]``, whose ``chunk`` key is the blinded chunk key;
+``task["data"]["item"]`` is the item (agent/core/judgments/importing.py
+reads them back).
 
 Authentication: a legacy token (40 hex characters) is sent as
 ``Authorization: Token <token>``. A personal access token (a JWT refresh
@@ -24,12 +27,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.core.judgments.labels import TAGS
+from agent.core.judgments.labels import TAGS  # noqa: F401 - the tags of the labeling config, re-exported
 
 GRADES = (("0", "irrelevant"), ("1", "marginally relevant"), ("2", "relevant"), ("3", "highly relevant"))
+EVIDENCE_GROUPS = ("A", "B", "C")
 SCALE = ("Grade each retrieved chunk for its relevance to the query: "
          + ", ".join(f"{g} = {name}" for g, name in GRADES)
-         + ". Tag any problem you see with a chunk.")
+         + ". Tag any problem you see with a chunk. When several chunks are needed together to answer,"
+         + " give them the same evidence group (optional).")
 
 
 class LabelStudioError(RuntimeError):
@@ -41,7 +46,7 @@ class LabelStudioError(RuntimeError):
 
 
 def labeling_config(tags: Sequence[str]) -> str:
-    """The XML config: query, then per chunk its text, a 0-3 grade and the tags."""
+    """The XML config: query, then per chunk its text, a 0-3 grade, the tags and an evidence group."""
     view = ET.Element("View")
     ET.SubElement(view, "Header", value=SCALE, size="5")
     ET.SubElement(view, "Header", value="Query", size="4")
@@ -58,6 +63,10 @@ def labeling_config(tags: Sequence[str]) -> str:
                                choice="multiple", showInline="true")
         for tag in tags:
             ET.SubElement(tagset, "Choice", value=str(tag))
+    group = ET.SubElement(box, "Choices", name="group_{{idx}}", toName="chunk_{{idx}}",
+                          choice="single", showInline="true")
+    for value in EVIDENCE_GROUPS:
+        ET.SubElement(group, "Choice", value=value)
     ET.indent(view)
     return ET.tostring(view, encoding="unicode")
 

@@ -171,6 +171,12 @@ class Queue:
         rows = self.store.read(select(self.batches).where(b.group_id == group_id, b.week == week))
         return dict(rows[0]._mapping) if rows else None
 
+    def batch(self, group_id: str, batch_id: str) -> dict | None:
+        """A batch by its id."""
+        b = self.batches.c
+        rows = self.store.read(select(self.batches).where(b.group_id == group_id, b.batch_id == batch_id))
+        return dict(rows[0]._mapping) if rows else None
+
     def last_batch(self, group_id: str) -> dict | None:
         """The most recently built batch."""
         b = self.batches.c

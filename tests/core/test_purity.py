@@ -29,7 +29,7 @@ FORBIDDEN = (
 STDLIB_ALLOWED = frozenset(
     {
         "__future__", "abc", "array", "base64", "binascii", "bisect", "collections", "contextlib",
-        "copy", "dataclasses", "datetime", "decimal", "enum", "fractions", "functools", "hashlib",
+        "copy", "csv", "dataclasses", "datetime", "decimal", "enum", "fractions", "functools", "hashlib",
         "heapq", "itertools", "json", "math", "numbers", "operator", "re", "statistics", "string",
         "struct", "types", "typing", "zlib",
     }

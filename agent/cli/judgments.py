@@ -1,0 +1,121 @@
+"""`ragdrift judgments import|pull`: judged labels back into the store as versioned qrels.
+
+`import` reads judges' files (JSONL, CSV, Label Studio's JSON export; the
+format from the extension, else the content); `pull` reads a Label Studio
+project's annotations through its REST API. Both check every label against
+its batch's key and import nothing when any row is bad: each problem is
+printed with its file, line and reason, and the exit status is 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from agent.cli.common import UsageError, open_store
+from agent.cli.run import settings_from
+
+
+def add_parser(commands) -> None:
+    judgments = commands.add_parser("judgments", help="judged batches back: import labels from files or Label Studio")
+    actions = judgments.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for add in SUBCOMMANDS:
+        add(actions)
+
+
+def add_import(actions) -> None:
+    imp = actions.add_parser("import", help="import judges' labels from JSONL, CSV or Label Studio JSON export files")
+    imp.add_argument("files", nargs="+", metavar="FILE",
+                     help="*.jsonl, *.csv or a Label Studio *.json export (else told apart by content)")
+    _common(imp)
+    imp.set_defaults(handler=import_files)
+
+
+def add_pull(actions) -> None:
+    pull = actions.add_parser("pull", help="import the annotations of a Label Studio project through its REST API")
+    pull.add_argument("--label-studio-url", required=True, metavar="URL", help="the Label Studio server")
+    pull.add_argument("--project", required=True, type=int, metavar="ID", help="the project's id")
+    pull.add_argument("--label-studio-token-file", metavar="FILE",
+                      help="file holding the Label Studio API token (default: $LABEL_STUDIO_TOKEN)")
+    _common(pull)
+    pull.set_defaults(handler=pull_project)
+
+
+SUBCOMMANDS = [add_import, add_pull]  # each adds one `ragdrift judgments` action
+
+
+def _common(parser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store section)")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def import_files(args: argparse.Namespace) -> int:
+    from agent.core.judgments.importing import parse
+
+    parsed = []
+    for file in args.files:
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
+        parsed.append(parse(file, text))
+    return _import(args, parsed)
+
+
+def pull_project(args: argparse.Namespace) -> int:
+    from agent.core.judgments.importing import parse_label_studio
+    from agent.io.label_studio import LabelStudio, LabelStudioError, token_from
+
+    settings = settings_from(args.config)
+    try:
+        token = token_from(args.label_studio_token_file, settings.judgment.label_studio.token_env)
+        exported = LabelStudio(args.label_studio_url, token).export_annotations(args.project)
+    except LabelStudioError as exc:
+        raise UsageError(str(exc)) from None
+    return _import(args, [parse_label_studio(f"label-studio project {args.project}", exported)], settings)
+
+
+def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
+    from agent.core.judgments.importing import Refused
+    from agent.io.export import ExportError
+    from agent.io.qrels import TABLES as QRELS
+    from agent.io.qrels import Qrels
+    from agent.io.queue import TABLES as QUEUE
+    from agent.io.queue import Queue
+    from agent.io.store import StoreError
+    from agent.jobs.judgments import import_parsed
+
+    settings = settings or settings_from(args.config)
+    store = open_store(settings, (*QUEUE, *QRELS))
+    try:
+        imported = import_parsed(Queue(store), Qrels(store), settings.kafka.group_id, parsed)
+    except Refused as exc:
+        return _refused(args, exc.problems)
+    except (ExportError, StoreError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        store.close()
+    summaries = [x.summary() for x in imported]
+    if args.format == "json":
+        print(json.dumps({"imported": True, "files": summaries}, sort_keys=True))
+        return 0
+    for s in summaries:
+        batches = ", ".join(s["batches"]) or "no batch"
+        counts = (f"{s['new']} new, {s['changed']} changed, {s['unchanged']} unchanged"
+                  if s["new"] or s["changed"] else "nothing new (already imported)" if s["labels"] else "no labels")
+        skipped = f"; {s['skipped']} without a grade skipped" if s["skipped"] else ""
+        print(f"{s['file']}: {s['labels']} labels of {batches}: {counts}{skipped}")
+    return 0
+
+
+def _refused(args: argparse.Namespace, problems) -> int:
+    files = len({p.file for p in problems})
+    if args.format == "json":
+        print(json.dumps({"imported": False, "problems": [
+            {"file": p.file, "unit": p.unit, "line": p.line, "reason": p.reason} for p in problems]}, sort_keys=True))
+    else:
+        for p in problems:
+            print(f"ragdrift: {p}", file=sys.stderr)
+    raise UsageError(f"nothing imported: {len(problems)} problem(s) in {files} file(s)")

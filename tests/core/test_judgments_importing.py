@@ -1,0 +1,323 @@
+"""Judges' files to labels: each format by hand, every kind of bad row named
+with its file and line, a bad file refused whole, and any labels surviving a
+round trip through each format."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.core.judgments.importing import (
+    Parsed,
+    Problem,
+    Refused,
+    batch_of,
+    checked,
+    format_of,
+    keys_of,
+    parse,
+    parse_label_studio,
+)
+from agent.core.judgments.labels import TAGS, Label
+from tests.core.test_properties import FAST
+
+B = "2026-W48-0f1e2d3c"
+I1, I2 = f"{B}-0001", f"{B}-0002"
+KEY = [
+    {"item": I1, "chunks": [{"chunk": f"{I1}-1"}, {"chunk": f"{I1}-2"}]},
+    {"item": I2, "chunks": [{"chunk": f"{I2}-1"}, {"chunk": f"{I2}-2"}, {"chunk": f"{I2}-3"}]},
+    {"item": None, "chunks": []},  # a zero-result event: nothing to judge
+]
+KEYS = {B: keys_of(KEY)}
+
+
+def labels(file: str, text: str, keys=KEYS) -> list[Label]:
+    return checked(parse(file, text), keys)
+
+
+def refused(file: str, text: str, keys=KEYS) -> list[tuple[int, str]]:
+    """(line, reason) of each problem; the file must be refused."""
+    with pytest.raises(Refused) as info:
+        labels(file, text, keys)
+    assert all(p.file == file for p in info.value.problems)
+    return [(p.line, p.reason) for p in info.value.problems]
+
+
+def jsonl(*rows) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_keys_and_batch_of_item_ids():
+    assert KEYS[B] == {I1: {f"{I1}-1", f"{I1}-2"}, I2: {f"{I2}-1", f"{I2}-2", f"{I2}-3"}}
+    assert batch_of(I1) == B and batch_of("odd") == "odd"
+
+
+@pytest.mark.parametrize(("name", "text", "want"), [
+    ("a.jsonl", "", "jsonl"), ("a.NDJSON", "", "jsonl"), ("a.csv", "{", "csv"), ("export.json", "", "label-studio"),
+    ("labels", "\ufeff  [{}]", "label-studio"), ("labels", '{"item": 1}', "jsonl"), ("labels.txt", "item,chunk", "csv"),
+])
+def test_format_by_extension_then_content(name, text, want):
+    assert format_of(name, text) == want
+
+
+# -- JSON Lines --------------------------------------------------------------
+
+
+def test_jsonl_item_lines_are_the_items_file_with_the_judges_fields():
+    text = jsonl(
+        {"item": I1, "judges": 1, "judge": "ana", "query": {"id": "q1", "text": "how?"},
+         "chunks": [{"chunk": f"{I1}-1", "chunk_id": "c9", "text": "...", "grade": 3, "tags": ["stale", "duplicate"],
+                     "evidence_group": "A"},
+                    {"chunk": f"{I1}-2", "grade": 0}]},
+        {"item": I2, "judge": "bo", "chunks": [{"chunk": f"{I2}-1", "grade": 2, "tags": None},
+                                               {"chunk": f"{I2}-2", "grade": None},  # not judged yet
+                                               {"chunk": f"{I2}-3", "grade": 1, "judge": "cy"}]},
+    )
+    parsed = parse("judged.jsonl", text)
+    assert parsed.format == "jsonl" and parsed.skipped == 1 and not parsed.problems
+    assert [line for line, _ in parsed.rows] == [1, 1, 2, 2]
+    assert checked(parsed, KEYS) == [
+        Label(B, I1, f"{I1}-1", "ana", 3, ("duplicate", "stale"), "A"),
+        Label(B, I1, f"{I1}-2", "ana", 0),
+        Label(B, I2, f"{I2}-1", "bo", 2),
+        Label(B, I2, f"{I2}-3", "cy", 1),
+    ]
+
+
+def test_jsonl_label_lines():
+    text = "\n" + jsonl({"item": I1, "chunk": f"{I1}-2", "judge": "ana", "grade": 1, "tags": ["wrong_locale"]})
+    assert labels("l.jsonl", text) == [Label(B, I1, f"{I1}-2", "ana", 1, ("wrong_locale",))]
+
+
+def test_every_bad_jsonl_row_is_named_with_its_line():
+    text = jsonl(
+        {"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": 2},  # good
+        {"item": I1, "chunk": f"{I1}-2", "judge": "ana", "grade": 4},
+        {"item": I1, "chunk": f"{I1}-2", "judge": "bo", "grade": True},
+        {"item": I1, "chunk": f"{I1}-2", "judge": "cy", "grade": "2"},
+        {"item": I1, "chunk": f"{I1}-2", "judge": "dee", "grade": 1, "tags": ["stale", "offtopic"]},
+        {"item": I1, "chunk": f"{I1}-2", "grade": 1},
+        {"chunk": f"{I1}-2", "judge": "ana", "grade": 1},
+        {"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": 3},  # the pair of line 1 again
+    ) + "{not json\n" + "[1, 2]\n" + jsonl(
+        {"item": I1, "chunk": f"{I1}-9", "judge": "ana", "grade": 1},
+        {"item": f"{B}-0077", "chunk": f"{B}-0077-1", "judge": "ana", "grade": 1},
+        {"item": "2026-W01-00000000-0001", "chunk": "x", "judge": "ana", "grade": 1},
+        {"item": I2, "judge": "ana", "chunks": [{"chunk": f"{I2}-1", "grade": 2, "evidence_group": "not a group"}]},
+        {"item": I2, "judge": "ana", "chunks": [{"chunk": f"{I2}-2", "grade": None, "tags": ["stale"]}]},
+        {"item": I2, "judge": "ana", "chunks": "all relevant"},
+        {"item": I2, "judge": "ana", "chunks": [], "chunk": f"{I2}-1"},
+        {"item": I2, "chunk": f"{I2}-3", "judge": "a\nb", "grade": 1, "tags": "stale"},
+    )
+    problems = refused("bad.jsonl", text)
+    lines = [line for line, _ in problems]
+    assert lines == sorted(lines) and set(lines) == set(range(2, 19)), problems
+    reasons = dict(problems)
+    assert "grade 4 is not one of 0, 1, 2, 3" in reasons[2]
+    assert "grade True" in reasons[3] and "grade '2'" in reasons[4]
+    assert "unknown tag(s) offtopic" in reasons[5]
+    assert reasons[6] == "judge is missing" and reasons[7] == "item is missing"
+    assert reasons[8] == f"chunk {I1}-1 judged twice by ana (also line 1)"
+    assert reasons[9].startswith("not JSON") and reasons[10] == "not a JSON object"
+    assert reasons[11] == f"item {I1} has no chunk {I1}-9"
+    assert reasons[12] == f"item {B}-0077 is not in batch {B}"
+    assert reasons[13] == "item 2026-W01-00000000-0001: batch 2026-W01-00000000 is not a known batch"
+    assert reasons[14] == f"chunk {I2}-1: evidence group 'not a group': 1-16 letters, digits, _ or -"
+    assert reasons[15] == f"chunk {I2}-2: tags or an evidence group without a grade"
+    assert reasons[16] == "chunks is not a list of chunk objects"
+    assert "not both" in reasons[17]
+    assert {r for line, r in problems if line == 18} == {
+        "judge 'a\\nb': at most 128 printable characters", "tags 'stale' are not a list of tags"}
+
+
+def test_text_in_a_wrong_field_is_not_echoed_whole():
+    text = "The quarterly revenue of ACME Corp grew by 12.4 percent to 1.2 billion"
+    ((line, reason),) = refused("t.jsonl", jsonl({"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": text}))
+    assert line == 1 and reason.endswith("... is not one of 0, 1, 2, 3") and "billion" not in reason
+
+
+def test_a_file_with_one_bad_row_is_refused_whole():
+    good = [{"item": I1, "chunk": f"{I1}-{j}", "judge": "ana", "grade": 2} for j in (1, 2)]
+    assert len(labels("ok.jsonl", jsonl(*good))) == 2
+    with pytest.raises(Refused) as info:
+        labels("one-bad.jsonl", jsonl(*good, {**good[0], "judge": "bo", "grade": 7}))
+    assert [str(p) for p in info.value.problems] == ["one-bad.jsonl: line 3: grade 7 is not one of 0, 1, 2, 3"]
+    assert "one-bad.jsonl: line 3" in str(info.value)
+
+
+# -- CSV ---------------------------------------------------------------------
+
+HEADER = "item,judges,query_id,query_text,chunk,chunk_id,chunk_text,judge,grade,tags,evidence_group\n"
+
+
+def test_csv_is_the_items_file_with_four_columns_more():
+    text = (HEADER
+            + f'{I1},1,q1,how?,{I1}-1,c9,"a text\nover two lines, with a comma",ana,3,stale; duplicate,B\n'
+            + f"{I1},1,q1,how?,{I1}-2,c8,,ana,,,\n"  # not judged yet
+            + "\n"
+            + f"{I2},2,q2,,{I2}-3,c7,'=1+1, ana ,0,,\n")
+    parsed = parse("judged.csv", text)
+    assert not parsed.problems and parsed.skipped == 1
+    assert [line for line, _ in parsed.rows] == [2, 6]  # a row's first line
+    assert checked(parsed, KEYS) == [Label(B, I1, f"{I1}-1", "ana", 3, ("duplicate", "stale"), "B"),
+                                     Label(B, I2, f"{I2}-3", "ana", 0)]
+
+
+def test_csv_with_only_the_required_columns_and_a_byte_order_mark():
+    text = f"\ufeffchunk,grade,judge,item\r\n{I1}-2,1,bo,{I1}\r\n"
+    assert labels("x.csv", text) == [Label(B, I1, f"{I1}-2", "bo", 1)]
+
+
+def test_bad_csv_rows_are_named_with_their_lines():
+    text = (HEADER
+            + f'{I1},1,q1,"two\nlines",{I1}-1,c9,,ana,3,,\n'  # good, lines 2-3
+            + f"{I1},1,q1,,{I1}-2,c8,,ana,three,,\n"
+            + f"{I1},1,q1,,{I1}-2,c8,,,2,,\n"
+            + f"{I1},1,q1,,{I1}-2,c8,,bo,2,stale;fresh,\n"
+            + f"{I1},1,q1,,{I1}-2,c8,,bo,2\n"
+            + f"{I1},1,q1,,{I1}-1,c9,,ana,1,,\n")
+    assert refused("bad.csv", text) == [
+        (4, "grade 'three' is not one of 0, 1, 2, 3"),
+        (5, "judge is missing"),
+        (6, "unknown tag(s) fresh (known: " + ", ".join(TAGS) + ")"),
+        (7, "9 cells, the header has 11"),
+        (8, f"chunk {I1}-1 judged twice by ana (also line 2)"),
+    ]
+
+
+def test_a_csv_without_a_required_column_is_refused_at_its_header():
+    assert refused("x.csv", f"item,chunk,grade\n{I1},{I1}-1,2\n") == [
+        (1, "no column judge (the header has item, chunk, grade)")]
+
+
+# -- Label Studio's JSON export ------------------------------------------------
+
+
+def result(index: int, grade: str | None, tags=(), group: str | None = None) -> list[dict]:
+    out = []
+    for kind, choices in (("grade", [grade] if grade else []), ("tags", list(tags)), ("group", [group] if group else [])):
+        if choices:
+            out.append({"from_name": f"{kind}_{index}", "to_name": f"chunk_{index}", "type": "choices",
+                        "value": {"choices": choices}})
+    return out
+
+
+def task(task_id: int, item: str, n: int, *annotations) -> dict:
+    return {"id": task_id, "data": {"item": item, "chunks": [{"chunk": f"{item}-{j}"} for j in range(1, n + 1)]},
+            "annotations": list(annotations), "predictions": []}
+
+
+def annotation(ann_id: int, user, *results, cancelled: bool = False) -> dict:
+    return {"id": ann_id, "completed_by": user, "was_cancelled": cancelled,
+            "result": [r for rs in results for r in rs]}
+
+
+EXPORT = [
+    task(11, I1, 2, annotation(1, 1, result(0, "3", ["stale"], "A"), result(1, "1", group="A"))),
+    task(12, I2, 3,
+         annotation(2, {"id": 1, "email": "judge@example.com"}, result(0, "2"), result(1, "0"), result(2, "1")),
+         annotation(3, 2, result(0, "1"), result(1, "0"), result(2, "1", ["wrong_version", "low_authority"])),
+         annotation(4, 3, cancelled=True)),  # skipped by its judge
+]
+
+
+def test_label_studio_export():
+    parsed = parse("export.json", json.dumps(EXPORT))
+    assert parsed.format == "label-studio" and parsed.skipped == 1 and not parsed.problems
+    assert [line for line, _ in parsed.rows] == [1, 1, 2, 2, 2, 2, 2, 2]
+    got = checked(parsed, KEYS)
+    assert got[:2] == [Label(B, I1, f"{I1}-1", "label-studio:1", 3, ("stale",), "A"),
+                       Label(B, I1, f"{I1}-2", "label-studio:1", 1, (), "A")]
+    assert [(x.chunk, x.judge, x.grade) for x in got[2:]] == [
+        (f"{I2}-1", "label-studio:1", 2), (f"{I2}-2", "label-studio:1", 0), (f"{I2}-3", "label-studio:1", 1),
+        (f"{I2}-1", "label-studio:2", 1), (f"{I2}-2", "label-studio:2", 0), (f"{I2}-3", "label-studio:2", 1)]
+    assert got[-1].tags == ("low_authority", "wrong_version")
+    assert parse_label_studio("pulled", EXPORT).rows == parsed.rows
+
+
+def test_bad_label_studio_annotations_are_named_by_task():
+    bad = [
+        task(11, I1, 2, annotation(1, 1, result(0, "3"))),  # chunk 2 ungraded
+        task(12, I2, 3, annotation(2, 1, result(0, "5"), result(1, "0"), result(5, "1"), result(2, "1", ["x"]))),
+        task(13, I2, 1, annotation(3, "someone", result(0, "1"))),
+        {"id": 14, "data": {"text": "not ours"}, "annotations": []},
+        task(15, I1, 1, annotation(5, 1, result(0, "1"), [{"from_name": "grade_0", "value": {"choices": ["1", "2"]}}])),
+        task(16, I1, 1, annotation(6, 2, [{"from_name": "comment", "value": {"text": ["hi"]}}], result(0, "2"))),
+    ]
+    with pytest.raises(Refused) as info:
+        checked(parse("export.json", json.dumps(bad)), KEYS)
+    assert [str(p) for p in info.value.problems] == [
+        f"export.json: task 1: task id 11, annotation 1: chunk {I1}-2 has no grade",
+        "export.json: task 2: task id 12, annotation 2: result 'grade_5' is about no chunk of the task",
+        f"export.json: task 2: task id 12, annotation 2: chunk {I2}-1: grade 5 is not one of 0, 1, 2, 3",
+        f"export.json: task 2: task id 12, annotation 2: chunk {I2}-3: unknown tag(s) x (known: {', '.join(TAGS)})",
+        "export.json: task 3: task id 13, annotation 3: completed_by 'someone' names no user",
+        "export.json: task 4: not a task of a ragdrift batch (no data.item and data.chunks)",
+        f"export.json: task 5: task id 15, annotation 5: chunk {I1}-1: one grade and at most one evidence group",
+        "export.json: task 6: task id 16, annotation 6: result 'comment' is about no chunk of the task",
+    ]
+
+
+@pytest.mark.parametrize(("text", "reason"), [("{", "not JSON"), ('{"tasks": []}', "not a Label Studio JSON export")])
+def test_a_json_file_that_is_no_export(text, reason):
+    ((line, got),) = refused("export.json", text)
+    assert line == 1 and got.startswith(reason)
+
+
+def test_a_problem_names_file_and_line():
+    assert str(Problem("a.csv", 7, "grade 9 is not one of 0, 1, 2, 3")) == "a.csv: line 7: grade 9 is not one of 0, 1, 2, 3"
+    assert str(Problem("export.json", 2, "x", "task")) == "export.json: task 2: x"
+    assert Parsed("a", "csv", ()).batches == set()
+
+
+# -- any labels, any format ------------------------------------------------------
+
+ITEMS = [f"{B}-{n:04d}" for n in range(1, 5)]
+label_strategy = st.builds(
+    Label,
+    batch_id=st.just(B),
+    item=st.sampled_from(ITEMS),
+    chunk=st.integers(1, 3),
+    judge=st.sampled_from(["ana", "bo", "c@d.e", "label-studio:7"]),
+    grade=st.integers(0, 3),
+    tags=st.lists(st.sampled_from(TAGS), unique=True).map(lambda t: tuple(sorted(t))),
+    evidence_group=st.none() | st.sampled_from(["A", "B", "C"]),
+).map(lambda x: Label(x.batch_id, x.item, f"{x.item}-{x.chunk}", x.judge, x.grade, x.tags, x.evidence_group))
+ANY_KEYS = {B: {item: {f"{item}-{j}" for j in (1, 2, 3)} for item in ITEMS}}
+
+
+def unique_pairs(found: list[Label]) -> list[Label]:
+    return list({x.pair: x for x in found}.values())
+
+
+def as_csv(found: list[Label]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["item", "chunk", "chunk_text", "judge", "grade", "tags", "evidence_group"])
+    for x in found:
+        writer.writerow([x.item, x.chunk, "some\ntext, \"quoted\"", x.judge, x.grade, ";".join(x.tags),
+                         x.evidence_group or ""])
+    return out.getvalue()
+
+
+def as_label_studio(found: list[Label]) -> list[dict]:
+    """One task per label, so each can have any judge (a Label Studio judge is a user id)."""
+    return [task(n, x.item, 1, annotation(n, n, result(0, str(x.grade), x.tags, x.evidence_group)))
+            | {"data": {"item": x.item, "chunks": [{"chunk": x.chunk}]}} for n, x in enumerate(found)]
+
+
+@FAST
+@given(st.lists(label_strategy, max_size=12).map(unique_pairs))
+def test_any_labels_survive_each_format(found):
+    lines = jsonl(*({"item": x.item, "chunk": x.chunk, "judge": x.judge, "grade": x.grade, "tags": list(x.tags),
+                     "evidence_group": x.evidence_group} for x in found))
+    assert labels("any.jsonl", lines, ANY_KEYS) == found
+    assert labels("any.csv", as_csv(found), ANY_KEYS) == found
+    got = checked(parse_label_studio("export", as_label_studio(found)), ANY_KEYS)
+    assert [(x.item, x.chunk, x.grade, x.tags, x.evidence_group) for x in got] == \
+        [(x.item, x.chunk, x.grade, x.tags, x.evidence_group) for x in found]

@@ -1,0 +1,202 @@
+"""The Label Studio round trip on a real Label Studio: a batch built from a
+replayed generated week is pushed as a project, two judges annotate it
+through the REST API (one task skipped, one disagreement on a double-judged
+item, tags and evidence groups), `ragdrift judgments pull` brings the
+annotations back, and the store holds exactly the labels the judges made.
+
+The `round_trip` fixture exposes those labels (and the batch's key) for the
+report's figures to be checked against a hand computation over them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from contextlib import redirect_stdout
+from types import SimpleNamespace
+
+import pytest
+
+from agent.cli import main
+from agent.core.judgments.labels import Label
+from agent.io.export import read_key
+from agent.io.qrels import TABLES as QRELS
+from agent.io.qrels import Qrels
+from agent.io.settings import load
+from agent.io.store import Store
+from tests.test_judgments_cli import copy_store, replayed_batch
+
+pytestmark = pytest.mark.label_studio
+
+
+def grade_result(index: int, grade: int, tags=(), group: str | None = None) -> list[dict]:
+    """Label Studio's result entries for one chunk, as its UI submits them."""
+    out = [{"from_name": f"grade_{index}", "to_name": f"chunk_{index}", "type": "choices",
+            "value": {"choices": [str(grade)]}}]
+    if tags:
+        out.append({"from_name": f"tags_{index}", "to_name": f"chunk_{index}", "type": "choices",
+                    "value": {"choices": list(tags)}})
+    if group:
+        out.append({"from_name": f"group_{index}", "to_name": f"chunk_{index}", "type": "choices",
+                    "value": {"choices": [group]}})
+    return out
+
+
+def judgment(chunk_index: int, n_chunks: int) -> tuple[int, tuple[str, ...], str | None]:
+    """The judges' (grade, tags, evidence group) of one chunk: fixed, varied, the same for both judges."""
+    grade = (chunk_index + n_chunks) % 4
+    tags = ("stale",) if chunk_index == n_chunks - 1 and grade < 2 else ()
+    group = "A" if grade >= 2 and n_chunks > 1 else None
+    return grade, tags, group
+
+
+def annotate(client, task: dict, user_id: int, disagree: bool = False) -> list[Label]:
+    """Post one judge's annotation of a task; the labels it stands for. With
+    `disagree`, the first chunk's grade falls on the other side of relevance."""
+    chunks = task["data"]["chunks"]
+    result, labels = [], []
+    for i, c in enumerate(chunks):
+        grade, tags, group = judgment(i, len(chunks))
+        if disagree and i == 0:
+            grade = 3 if grade < 2 else 0  # across the relevance threshold
+        result += grade_result(i, grade, tags, group)
+        item = task["data"]["item"]
+        labels.append(Label(item.rsplit("-", 1)[0], item, c["chunk"], f"label-studio:{user_id}", grade, tags, group))
+    client._call("POST", f"/api/tasks/{task['id']}/annotations/", {"result": result, "completed_by": user_id})
+    return labels
+
+
+def pull(capsys, config, server, token_file, project: int) -> tuple[int, dict]:
+    code = main(["judgments", "pull", "--label-studio-url", server.url, "--project", str(project),
+                 "--label-studio-token-file", str(token_file), "--config", str(config), "--format", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def stored(config, batch_id: str) -> list[Label]:
+    store = Store(load(config).store.url, None, QRELS)
+    try:
+        return Qrels(store).latest(batch_id)
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def round_trip(label_studio, tmp_path_factory):
+    """A batch pushed to Label Studio and judged there by two judges.
+
+    ``labels``: every label the judges made (their latest), sorted by pair;
+    ``key``: the batch's key.jsonl rows; ``config``, ``directory``,
+    ``batch_id``, ``project``, ``judges`` (user ids), ``token_file``,
+    ``skipped`` (the item the first judge skipped), ``disagreement``
+    ((item, chunk) the two judges grade on either side of relevance; on
+    every other chunk of a double-judged item they agree).
+    """
+    tmp = tmp_path_factory.mktemp("round-trip")
+    token_file = tmp / "token"
+    token_file.write_text(label_studio.token)
+    (tmp / "batch").mkdir()
+    config, directory = replayed_batch(tmp / "batch", double_judged_share=0.3)
+    # the same batch again, now pushed to Label Studio (a batch directory is never overwritten: another --out)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["batch", "build", "--config", str(config), "--week", "2026-W48", "--out", str(tmp / "pushed"),
+                     "--label-studio-url", label_studio.url, "--label-studio-token-file", str(token_file)])
+    assert code == 0
+    project = int(re.search(r"Label Studio project (\d+)", out.getvalue()).group(1))
+    client = label_studio.client()
+    first = client._call("GET", "/api/current-user/whoami")["id"]
+    second = client._call("POST", "/api/users/", {
+        "email": f"second-{project}@ragdrift.test", "username": f"second-{project}", "first_name": "Second"})["id"]
+
+    tasks = sorted(client.project_tasks(project), key=lambda t: t["data"]["item"])
+    double = [t for t in tasks if t["data"]["judges"] == 2]
+    single = [t for t in tasks if t["data"]["judges"] == 1]
+    assert len(double) >= 2 and len(single) >= 2, "the batch needs both kinds of item"
+    skipped = single[0]
+    client._call("POST", f"/api/tasks/{skipped['id']}/annotations/",
+                 {"result": [], "was_cancelled": True, "completed_by": first})
+    labels = []
+    for task in tasks:
+        if task is not skipped:
+            labels += annotate(client, task, first)
+    for n, task in enumerate(double):
+        labels += annotate(client, task, second, disagree=n == 0)
+    # the second judge's disagreement: chunk 0 of the first double-judged item
+    disagreement = (double[0]["data"]["item"], double[0]["data"]["chunks"][0]["chunk"])
+    return SimpleNamespace(
+        config=config, directory=directory, batch_id=directory.name, project=project, token_file=token_file,
+        judges=(first, second), key=read_key(directory), labels=sorted(labels, key=lambda x: x.pair),
+        skipped=skipped["data"]["item"], disagreement=disagreement,
+    )
+
+
+@pytest.fixture
+def rt(round_trip, tmp_path):
+    """The round trip with a store of the test's own (the batch, no labels yet)."""
+    return SimpleNamespace(**{**vars(round_trip), "config": copy_store(round_trip.config, tmp_path)})
+
+
+def test_pulled_labels_are_the_judges_labels(rt, label_studio, capsys):
+    code, out = pull(capsys, rt.config, label_studio, rt.token_file, rt.project)
+    assert code == 0
+    (summary,) = out["files"]
+    assert summary == {"file": f"label-studio project {rt.project}", "format": "label-studio",
+                       "batches": [rt.batch_id], "labels": len(rt.labels), "new": len(rt.labels),
+                       "changed": 0, "unchanged": 0, "skipped": 1}
+    assert stored(rt.config, rt.batch_id) == rt.labels
+
+    # what the fixture promises: a skipped task, a disagreement across the threshold, two judges
+    assert rt.skipped not in {x.item for x in rt.labels}
+    grades = {x.judge: x.grade for x in rt.labels if (x.item, x.chunk) == rt.disagreement}
+    assert len(grades) == 2 and len({g >= 2 for g in grades.values()}) == 2
+    assert {x.judge for x in rt.labels} == {f"label-studio:{j}" for j in rt.judges}
+    assert any(x.tags for x in rt.labels) and any(x.evidence_group for x in rt.labels)
+
+    # pulling again adds nothing
+    code, out = pull(capsys, rt.config, label_studio, rt.token_file, rt.project)
+    assert code == 0 and (out["files"][0]["new"], out["files"][0]["changed"]) == (0, 0)
+    assert out["files"][0]["unchanged"] == len(rt.labels)
+
+
+def test_a_judge_who_changes_an_annotation_makes_a_new_version(rt, label_studio, capsys):
+    client = label_studio.client()
+    code, _ = pull(capsys, rt.config, label_studio, rt.token_file, rt.project)
+    assert code == 0
+    exported = client.export_annotations(rt.project)
+    task = next(t for t in exported if t["data"]["item"] == rt.disagreement[0])
+    ann = next(a for a in task["annotations"] if not a["was_cancelled"] and
+               (a["completed_by"]["id"] if isinstance(a["completed_by"], dict) else a["completed_by"]) == rt.judges[1])
+    result = [r for r in ann["result"] if r["from_name"] != "grade_0"] + grade_result(0, 2)
+    client._call("PATCH", f"/api/annotations/{ann['id']}/", {"result": result})
+    try:
+        code, out = pull(capsys, rt.config, label_studio, rt.token_file, rt.project)
+        assert code == 0 and (out["files"][0]["new"], out["files"][0]["changed"]) == (0, 1)
+        store = Store(load(rt.config).store.url, None, QRELS)
+        try:
+            history = Qrels(store).history(rt.batch_id, *rt.disagreement, f"label-studio:{rt.judges[1]}")
+        finally:
+            store.close()
+        assert [v.version for v in history] == [1, 2] and history[1].label.grade == 2
+        assert history[0].label == next(x for x in rt.labels if (x.item, x.chunk) == rt.disagreement
+                                        and x.judge == f"label-studio:{rt.judges[1]}")
+    finally:  # leave the judges' labels as the fixture says, for whoever uses it next
+        client._call("PATCH", f"/api/annotations/{ann['id']}/", {"result": ann["result"]})
+
+
+def test_a_bad_annotation_refuses_the_pull_and_names_the_task(rt, label_studio, capsys):
+    client = label_studio.client()
+    (task,) = [t for t in client.project_tasks(rt.project) if t["data"]["item"] == rt.skipped]
+    result = [r for i in range(len(task["data"]["chunks"])) for r in grade_result(i, 9 if i == 0 else 1)]
+    bad = client._call("POST", f"/api/tasks/{task['id']}/annotations/",
+                       {"result": result, "completed_by": rt.judges[1]})["id"]
+    try:
+        code = main(["judgments", "pull", "--label-studio-url", label_studio.url, "--project", str(rt.project),
+                     "--label-studio-token-file", str(rt.token_file), "--config", str(rt.config)])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert re.search(rf"label-studio project {rt.project}: task \d+: task id {task['id']}, annotation {bad}: "
+                         rf"chunk {rt.skipped}-\d+: grade 9 is not one of 0, 1, 2, 3", err), err
+        assert stored(rt.config, rt.batch_id) == []  # nothing of the project, not even its good annotations
+    finally:
+        client._call("DELETE", f"/api/annotations/{bad}/")
