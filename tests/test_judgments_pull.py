@@ -200,3 +200,71 @@ def test_a_bad_annotation_refuses_the_pull_and_names_the_task(rt, label_studio, 
         assert stored(rt.config, rt.batch_id) == []  # nothing of the project, not even its good annotations
     finally:
         client._call("DELETE", f"/api/annotations/{bad}/")
+
+
+def by_hand(key: list[dict], labels: list[Label], threshold: float = 2) -> dict:
+    """The report's figures recomputed from the definitions in docs/judgments.md, "The report":
+    per item a judge labelled, its admitted chunks in rank order that someone graded for its
+    query, cut at cutoff_k; a chunk's relevance is the mean of every grade it got for its query
+    (in any item: one event sampled in two strata is two items); precision over that ranking."""
+    grades: dict[tuple[str, str], list[int]] = {}
+    chunk_ids = {(row["item"], c["chunk"]): (row["query_id"], c["chunk_id"]) for row in key if row["item"]
+                 for c in row["chunks"]}
+    for x in labels:
+        grades.setdefault(chunk_ids[(x.item, x.chunk)], []).append(x.grade)
+    labelled = {x.item for x in labels}
+    precision = {}
+    for row in key:
+        ranked = [c for c in sorted(row["chunks"], key=lambda c: c["rank"])
+                  if (row["query_id"], c["chunk_id"]) in grades][:row["cutoff_k"]]
+        if row["item"] in labelled and ranked:
+            relevant = [sum(g) / len(g) >= threshold for g in (grades[(row["query_id"], c["chunk_id"])] for c in ranked)]
+            precision[row["item"]] = (row["stratum"], row["weight"], sum(relevant) / len(relevant))
+    return precision
+
+
+def linear_kappa(pairs: list[tuple[int, int]]) -> float:
+    """Cohen's kappa with linear weights |i - j| / 3 over grades 0-3, from its formula."""
+    n = len(pairs)
+    observed = sum(abs(a - b) / 3 for a, b in pairs) / n
+    first = [sum(a == g for a, _ in pairs) / n for g in range(4)]
+    second = [sum(b == g for _, b in pairs) / n for g in range(4)]
+    expected = sum(first[i] * second[j] * abs(i - j) / 3 for i in range(4) for j in range(4))
+    return 1 - observed / expected
+
+
+def test_the_report_of_the_pulled_labels_equals_a_hand_computation(rt, label_studio, capsys):
+    code, _ = pull(capsys, rt.config, label_studio, rt.token_file, rt.project)
+    assert code == 0
+    assert main(["judgments", "report", "--config", str(rt.config), "--batch", rt.batch_id,
+                 "--format", "json", "--resamples", "200"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    precision = by_hand(rt.key, rt.labels)
+    assert rt.skipped not in precision and report["counts"]["judged"] == len(precision)
+    assert report["counts"]["unjudged_items"] == 1  # the skipped task
+    views = {(v["view"], v["stratum"]): v for v in report["views"]}
+    challenge = views[("challenge", "all")]["metrics"]["precision"]
+    assert challenge["n"] == len(precision)
+    assert challenge["estimate"] == pytest.approx(sum(p for _, _, p in precision.values()) / len(precision))
+    assert challenge["low"] <= challenge["estimate"] <= challenge["high"]
+    for stratum in {s for s, _, _ in precision.values()}:
+        members = [(w, p) for s, w, p in precision.values() if s == stratum]
+        traffic = views[("traffic", stratum)]["metrics"]["precision"]
+        assert traffic["estimate"] == pytest.approx(sum(w * p for w, p in members) / sum(w for w, _ in members))
+    risk = [(w, p) for s, w, p in precision.values() if s != "uniform"]
+    assert views[("traffic", "all")]["metrics"]["precision"]["estimate"] == pytest.approx(
+        sum(w * p for w, p in risk) / sum(w for w, _ in risk))
+
+    # agreement: the pairs of grades on double-judged chunks, the one disagreement across the threshold
+    by_chunk: dict[tuple[str, str], dict[str, int]] = {}
+    for x in rt.labels:
+        by_chunk.setdefault((x.item, x.chunk), {})[x.judge] = x.grade
+    pairs = [tuple(g[j] for j in sorted(g)) for g in by_chunk.values() if len(g) == 2]
+    agreement = report["agreement"]
+    assert agreement["pairs"] == len(pairs)
+    assert agreement["kappa"] == pytest.approx(linear_kappa(pairs))
+    crossing = [(d["item"], d["chunk"]) for d in agreement["disagreements"] if d["crosses_threshold"]]
+    assert crossing == [rt.disagreement]
+    # tags: every chunk a judge tagged stale is counted
+    stale = {(x.item, x.chunk) for x in rt.labels if "stale" in x.tags}
+    assert report["tags"]["found"]["stale"]["chunks"] == len(stale)

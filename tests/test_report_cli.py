@@ -1,23 +1,31 @@
-"""`ragdrift judgments report` through `add_report`, on real batch directories: the table,
-Markdown and JSON renderings of the core's figures, several weeks, the PNG plots, and
-one-line errors. The loader is the seam the store fills in (batches and latest labels)."""
+"""`ragdrift judgments report` on real batch directories recorded in a real SQLite store
+with their labels as qrels: the table, Markdown and JSON renderings of the core's
+figures, several weeks, the PNG plots, and one-line errors."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
+import yaml
 
-from agent.cli.common import UsageError
-from agent.cli.report import add_report
+from agent.cli import main
 from agent.core.batch import BatchConfig, build
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import Options
 from agent.core.sampling import UNIFORM, Candidate, uniform
+from agent.core.judgments.judged import Judged
 from agent.io import export
-from agent.jobs.report import Judged, read_batch, reports
+from agent.io.qrels import TABLES as QRELS
+from agent.io.qrels import Qrels
+from agent.io.queue import TABLES as QUEUE
+from agent.io.queue import Queue
+from agent.io.settings import load
+from agent.io.store import Store
+from agent.jobs.report import reports
 
 CONFIG = BatchConfig(budgets={UNIFORM: 6}, default_budget=4, double_judged_share=0.3, salt="s")
 
@@ -53,33 +61,37 @@ def batches(tmp_path) -> list[Judged]:
     out = []
     for week in ("2026-W47", "2026-W48"):
         batch = build(week, week_candidates(week), CONFIG)
-        manifest, key = read_batch(export.write(tmp_path / "batches", batch, batch.items))
+        manifest, key = export.read_batch(export.write(tmp_path / "batches", batch, batch.items))
         out.append(Judged(manifest, key, labels_for(batch)))
     return out
 
 
-def report_cli(capsys, batches, *args):
-    """`judgments report ARGS` with a loader over `batches`: (status, stdout, stderr)."""
-    def load(config, batch, weeks):
-        if batch is not None:
-            return [b for b in batches if b.manifest["batch_id"] == batch]
-        return batches[-weeks:]
+def stored(tmp_path, batches: list[Judged]):
+    """A config whose new SQLite store records `batches` (built in this order, written
+    under tmp_path/batches) and holds their labels."""
+    db = Path(tempfile.mkdtemp(dir=tmp_path)) / "state.db"
+    config = db.with_name("ragdrift.yaml")
+    config.write_text(yaml.safe_dump({"store": {"url": f"sqlite:///{db}"}}))
+    settings = load(config)
+    store = Store(settings.store.url, None, (*QUEUE, *QRELS))
+    for built_at, b in enumerate(batches):
+        batch_id = b.manifest["batch_id"]
+        Queue(store).record_batch(settings.kafka.group_id, b.manifest["week"], batch_id, float(built_at),
+                                  len(b.key), str(tmp_path / "batches" / batch_id))
+        Qrels(store).add(b.labels, "test")
+    store.close()
+    return config
 
-    parser = argparse.ArgumentParser(prog="ragdrift")
-    group = parser.add_subparsers().add_parser("judgments")
-    add_report(group.add_subparsers(), load)
-    parsed = parser.parse_args(["judgments", "report", *args])
-    try:
-        status = parsed.handler(parsed)
-    except UsageError as exc:
-        print(f"ragdrift: error: {exc}")
-        status = 2
+
+def report_cli(capsys, tmp_path, batches, *args):
+    """`ragdrift judgments report ARGS` over a store holding `batches`: (status, stdout, stderr)."""
+    status = main(["judgments", "report", "--config", str(stored(tmp_path, batches)), *args])
     out, err = capsys.readouterr()
     return status, out, err
 
 
-def test_json_is_the_cores_figures_one_report_per_line(capsys, batches):
-    status, out, _ = report_cli(capsys, batches, "--weeks", "2", "--format", "json", "--resamples", "100")
+def test_json_is_the_cores_figures_one_report_per_line(capsys, tmp_path, batches):
+    status, out, _ = report_cli(capsys, tmp_path, batches, "--weeks", "2", "--format", "json", "--resamples", "100")
     assert status == 0
     lines = out.splitlines()
     assert len(lines) == 2
@@ -88,8 +100,8 @@ def test_json_is_the_cores_figures_one_report_per_line(capsys, batches):
     assert [json.loads(line)["week"] for line in lines] == ["2026-W47", "2026-W48"]
 
 
-def test_the_table_shows_every_section_and_the_policy(capsys, batches):
-    status, out, _ = report_cli(capsys, batches, "--resamples", "100")
+def test_the_table_shows_every_section_and_the_policy(capsys, tmp_path, batches):
+    status, out, _ = report_cli(capsys, tmp_path, batches, "--resamples", "100")
     assert status == 0
     newest = reports(batches[-1:], Options(resamples=100))[0]
     precision = newest["views"][0]["metrics"]["precision"]  # traffic, all
@@ -102,9 +114,9 @@ def test_the_table_shows_every_section_and_the_policy(capsys, batches):
     assert "2026-W47" not in out  # the newest batch only
 
 
-def test_markdown_and_one_batch_by_id(capsys, batches):
+def test_markdown_and_one_batch_by_id(capsys, tmp_path, batches):
     first = batches[0].manifest["batch_id"]
-    status, out, _ = report_cli(capsys, batches, "--batch", first, "--format", "md", "--resamples", "50",
+    status, out, _ = report_cli(capsys, tmp_path, batches, "--batch", first, "--format", "md", "--resamples", "50",
                                 "--relevance-threshold", "1", "--gain", "linear")
     assert status == 0
     assert out.startswith(f"### Judgment report {first} (2026-W47)")
@@ -115,7 +127,7 @@ def test_markdown_and_one_batch_by_id(capsys, batches):
 def test_plots_are_pngs(capsys, batches, tmp_path):
     import matplotlib.image
 
-    status, _, err = report_cli(capsys, batches, "--weeks", "2", "--plots", str(tmp_path / "plots"),
+    status, _, err = report_cli(capsys, tmp_path, batches, "--weeks", "2", "--plots", str(tmp_path / "plots"),
                                 "--resamples", "50")
     assert status == 0
     for name in ("precision-weeks.png", "reliability.png"):
@@ -125,20 +137,21 @@ def test_plots_are_pngs(capsys, batches, tmp_path):
         assert height > 100 and width > 100
 
 
-def test_errors_are_one_line(capsys, batches):
-    status, out, _ = report_cli(capsys, batches, "--batch", "2026-W01-nothere")
-    assert status == 2 and out == "ragdrift: error: no batch 2026-W01-nothere\n"
-    status, out, _ = report_cli(capsys, [], "--format", "json")
-    assert status == 2 and "no judgment batch yet" in out
-    status, out, _ = report_cli(capsys, batches, "--weeks", "0")
-    assert status == 2 and out == "ragdrift: error: --weeks must be at least 1, got 0\n"
-    wrong = Judged(batches[0].manifest, batches[0].key, [Label("x", "x-0001", "x-0001-1", "ann", 2)])
-    status, out, _ = report_cli(capsys, [wrong])
-    assert status == 2 and "does not hold" in out and len(out.splitlines()) == 1
+def test_errors_are_one_line(capsys, tmp_path, batches):
+    status, _, err = report_cli(capsys, tmp_path, batches, "--batch", "2026-W01-nothere")
+    assert status == 2 and err == "ragdrift: error: no batch 2026-W01-nothere\n"
+    status, _, err = report_cli(capsys, tmp_path, [], "--format", "json")
+    assert status == 2 and "no judgment batch yet" in err
+    status, _, err = report_cli(capsys, tmp_path, batches, "--weeks", "0")
+    assert status == 2 and err == "ragdrift: error: --weeks must be at least 1, got 0\n"
+    first = batches[0].manifest["batch_id"]
+    wrong = Judged(batches[0].manifest, batches[0].key, [Label(first, "x-0001", "x-0001-1", "ann", 2)])
+    status, _, err = report_cli(capsys, tmp_path, [wrong])
+    assert status == 2 and "does not hold" in err and len(err.splitlines()) == 1
 
 
 def test_plots_without_matplotlib_name_the_extra(capsys, batches, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the `plots` extra were not installed
-    status, out, _ = report_cli(capsys, batches, "--plots", str(tmp_path / "plots"))
-    assert status == 2 and out == "ragdrift: error: --plots needs matplotlib: pip install 'ragdrift-agent[plots]'\n"
+    status, _, err = report_cli(capsys, tmp_path, batches, "--plots", str(tmp_path / "plots"))
+    assert status == 2 and err == "ragdrift: error: --plots needs matplotlib: pip install 'ragdrift-agent[plots]'\n"
     assert not (tmp_path / "plots").exists()

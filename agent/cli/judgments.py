@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 
 from agent.cli.common import UsageError, open_store
+from agent.cli.report import add_report
 from agent.cli.run import settings_from
 
 
 def add_parser(commands) -> None:
-    judgments = commands.add_parser("judgments", help="judged batches back: import labels from files or Label Studio")
+    judgments = commands.add_parser("judgments", help="judged batches back: import labels from files or Label Studio, and report on them")
     actions = judgments.add_subparsers(dest="action", required=True, metavar="ACTION")
     for add in SUBCOMMANDS:
         add(actions)
@@ -43,7 +44,7 @@ def add_pull(actions) -> None:
     pull.set_defaults(handler=pull_project)
 
 
-SUBCOMMANDS = [add_import, add_pull]  # each adds one `ragdrift judgments` action
+SUBCOMMANDS = [add_import, add_pull, add_report]  # each adds one `ragdrift judgments` action
 
 
 def _common(parser) -> None:

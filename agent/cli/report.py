@@ -1,14 +1,8 @@
 """`ragdrift judgments report`: the judged figures of a batch, or of the last weeks' batches.
 
-`add_report(actions, load)` adds the `report` subcommand to the `judgments`
-group. Where batches and labels come from is `load`'s business (the store's
-`ragdrift_batches` rows and their latest qrels), so this module only parses,
-computes, renders and plots. Wired to the store, `load` is about:
-
-    def load(config, batch, weeks):
-        store = ...  # the settings' store, with the batches and qrels tables
-        rows = ...   # ragdrift_batches: the row of `batch`, or the newest `weeks` rows, oldest first
-        return [Judged(*read_batch(row["directory"]), Qrels(store).latest(row["batch_id"])) for row in rows]
+Batches come from the store's `ragdrift_batches` rows, their manifest and key
+from the batch directory, their labels from the latest qrels
+(agent/jobs/judgments.py); this module parses, computes, renders and plots.
 """
 
 from __future__ import annotations
@@ -16,21 +10,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from typing import TYPE_CHECKING, Protocol
 
-from agent.cli.common import UsageError
-
-if TYPE_CHECKING:  # the report's modules load numpy and scikit-learn: only when a report runs
-    from agent.jobs.report import Judged
+from agent.cli.common import UsageError, open_store
+from agent.cli.run import settings_from
 
 
-class Load(Protocol):
-    def __call__(self, config: str | None, batch: str | None, weeks: int) -> list[Judged]:
-        """Batch `batch`, or else the newest `weeks` batches, oldest first, each with the
-        latest version of its labels; raises UsageError naming what is missing."""
-
-
-def add_report(actions, load: Load) -> None:
+def add_report(actions) -> None:
     report = actions.add_parser("report", help="precision, recall, MRR, hit rate and nDCG of judged batches, "
                                                "with intervals, agreement, missed tags and slices")
     report.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store section)")
@@ -44,10 +29,10 @@ def add_report(actions, load: Load) -> None:
     report.add_argument("--gain", choices=("exp", "linear"), default="exp", help="nDCG gain: 2^g - 1 (default) or g")
     report.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples per interval")
     report.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
-    report.set_defaults(handler=lambda args: run_report(args, load))
+    report.set_defaults(handler=run_report)
 
 
-def run_report(args: argparse.Namespace, load: Load) -> int:
+def run_report(args: argparse.Namespace) -> int:
     from agent.core.judgments.report import Options
     from agent.jobs.report import render, reports
 
@@ -57,7 +42,7 @@ def run_report(args: argparse.Namespace, load: Load) -> int:
         raise UsageError(f"--resamples must be at least 1, got {args.resamples}")
     if args.plots and importlib.util.find_spec("matplotlib") is None:
         raise UsageError("--plots needs matplotlib: pip install 'ragdrift-agent[plots]'")
-    batches = load(args.config, args.batch, args.weeks)
+    batches = _load(args.config, args.batch, args.weeks)
     if not batches:
         raise UsageError(f"no batch {args.batch}" if args.batch else "no judgment batch yet: build one with `ragdrift batch build`")
     options = Options(threshold=args.relevance_threshold, gain=args.gain, resamples=args.resamples, seed=args.seed)
@@ -72,3 +57,22 @@ def run_report(args: argparse.Namespace, load: Load) -> int:
         for path in plot(found, args.plots):
             print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def _load(config: str | None, batch: str | None, weeks: int):
+    from agent.io.export import ExportError
+    from agent.io.qrels import TABLES as QRELS
+    from agent.io.qrels import Qrels
+    from agent.io.queue import TABLES as QUEUE
+    from agent.io.queue import Queue
+    from agent.io.store import StoreError
+    from agent.jobs.judgments import judged_batches
+
+    settings = settings_from(config)
+    store = open_store(settings, (*QUEUE, *QRELS))
+    try:
+        return judged_batches(Queue(store), Qrels(store), settings.kafka.group_id, batch, weeks)
+    except (ExportError, StoreError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        store.close()

@@ -73,6 +73,16 @@ def read_key(directory: str | os.PathLike) -> list[dict]:
         raise ExportError(f"cannot read the batch's key {path}: {exc}") from None
 
 
+def read_batch(directory: str | os.PathLike) -> tuple[dict, list[dict]]:
+    """A written batch's manifest and key rows."""
+    path = Path(directory) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"cannot read the batch's manifest {path}: {exc}") from None
+    return manifest, read_key(directory)
+
+
 @contextmanager
 def _directory(root: Path, name: str):
     _check(name)

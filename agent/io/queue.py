@@ -179,6 +179,11 @@ class Queue:
 
     def last_batch(self, group_id: str) -> dict | None:
         """The most recently built batch."""
+        rows = self.recent_batches(group_id, 1)
+        return rows[0] if rows else None
+
+    def recent_batches(self, group_id: str, n: int) -> list[dict]:
+        """The `n` most recently built batches, oldest first."""
         b = self.batches.c
-        rows = self.store.read(select(self.batches).where(b.group_id == group_id).order_by(b.built_at.desc()).limit(1))
-        return dict(rows[0]._mapping) if rows else None
+        rows = self.store.read(select(self.batches).where(b.group_id == group_id).order_by(b.built_at.desc()).limit(n))
+        return [dict(row._mapping) for row in reversed(rows)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent.core.judgments.judged import Judged
 from agent.core.judgments.importing import Parsed, Refused, checked, keys_of
 from agent.core.judgments.qrels import Revision
 from agent.io import export
@@ -53,3 +54,14 @@ def import_parsed(queue: Queue, qrels: Qrels, group_id: str, parsed: Sequence[Pa
     if problems:
         raise Refused(problems)
     return [Imported(p, qrels.add(found, p.file, now)) for p, found in zip(parsed, labels)]
+
+
+def judged_batches(queue: Queue, qrels: Qrels, group_id: str, batch: str | None, weeks: int) -> list[Judged]:
+    """Batch `batch`, or else the newest `weeks` batches, oldest first, each with
+    its manifest, key and the latest version of its labels."""
+    if batch is not None:
+        row = queue.batch(group_id, batch)
+        rows = [] if row is None else [row]
+    else:
+        rows = queue.recent_batches(group_id, weeks)
+    return [Judged(*export.read_batch(row["directory"]), qrels.latest(row["batch_id"])) for row in rows]

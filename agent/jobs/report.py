@@ -10,31 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
-from agent.core.judgments.labels import Label
+from agent.core.judgments.judged import Judged
 from agent.core.judgments.report import REPORT_METRICS, Options, report
 
 TITLES = {"precision": "precision", "recall": "recall", "reciprocalRank": "MRR", "hitRate": "hit rate",
           "nDCG": "nDCG", "groupComplete": "group complete", "groupRecall": "recall (groups)"}
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One batch as the report needs it: its manifest, its key rows and the latest version of every label."""
-
-    manifest: dict
-    key: list[dict]
-    labels: list[Label]
-
-
-def read_batch(directory: str | Path) -> tuple[dict, list[dict]]:
-    """The manifest and key rows of a batch directory (the one `ragdrift_batches` records)."""
-    root = Path(directory)
-    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-    key = [json.loads(line) for line in (root / "key.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-    return manifest, key
 
 
 def reports(batches: Sequence[Judged], options: Options = Options()) -> list[dict]:

@@ -46,6 +46,15 @@ class JudgedItem:
         return all(c.grades for c in self.chunks)
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One batch as the report needs it: its manifest, its key rows and the latest version of every label."""
+
+    manifest: Mapping
+    key: list[Mapping]
+    labels: list[Label]
+
+
 def judged(key: Iterable[Mapping], labels: Iterable[Label]) -> list[JudgedItem]:
     """The items of `key` that carry at least one label, with their labels.
     Labels of items or chunks the key does not know are an error: they belong
