@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agent.core.judgments.calibration import Calibration
+from agent.core.judgments.calibration import Calibration, interpolate
 from agent.core.tally import Counter, Tally, inc
 from agent.core.view import View
 
@@ -44,7 +44,7 @@ class Gate:
     """When a calibration may estimate live precision."""
 
     max_ece: float = 0.05  # cross-validated expected calibration error must be below this
-    min_labels: int = 300  # judged chunks it was fitted on
+    min_labels: int = 1000  # judged chunks it was fitted on (docs/judgments.md: the noise floor of the ECE)
 
 
 def status_of(calibration: Calibration, gate: Gate) -> str:
@@ -88,8 +88,11 @@ def observe(view: View, tally: Tally) -> None:
     if isinstance(found, str):
         inc(tally, (UNCALIBRATED.name, view.app, found), len(admitted))
         return
-    probability = found.probability
-    inc(tally, (ESTIMATED_RELEVANT.name, view.app), sum(probability(r.score) for r in admitted))
+    x, y = found.x, found.y
+    relevant = 0.0
+    for r in admitted:
+        relevant += interpolate(x, y, r.score)
+    inc(tally, (ESTIMATED_RELEVANT.name, view.app), relevant)
     inc(tally, (CALIBRATED.name, view.app), len(admitted))
 
 

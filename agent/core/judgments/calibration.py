@@ -74,12 +74,16 @@ class Calibration:
 def interpolate(x: Sequence[float], y: Sequence[float], score: float) -> float:
     """Linear interpolation between thresholds, clipped at the ends, in the
     same floating-point operations as scipy's interp1d (so: bit-equal)."""
-    if len(x) == 1:
+    i = bisect_left(x, score)
+    if i == 0:  # at or below the first threshold: exactly y[0]
         return y[0]
-    s = min(max(score, x[0]), x[-1])
-    i = min(max(bisect_left(x, s), 1), len(x) - 1)
+    if i == len(x):  # above the last: interpolated at the last threshold, as the clipped score is
+        if i == 1:
+            return y[0]
+        i -= 1
+        score = x[i]
     x_lo, y_lo = x[i - 1], y[i - 1]
-    return (y[i] - y_lo) / (x[i] - x_lo) * (s - x_lo) + y_lo
+    return (y[i] - y_lo) / (x[i] - x_lo) * (score - x_lo) + y_lo
 
 
 def isotonic(scores: Sequence[float], relevant: Sequence[float]) -> tuple[tuple[float, ...], tuple[float, ...]]:
