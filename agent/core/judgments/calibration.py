@@ -8,8 +8,8 @@ another retriever, embedding model or reranker puts scores on another scale.
 The fit is kept as plain data, the thresholds (x, y) of scikit-learn's fitted
 function, and evaluated without scikit-learn: a bisect and one linear
 interpolation between neighbouring thresholds, the very operations
-scikit-learn's `predict` performs (scipy's interp1d), so the two agree to the
-bit. The agent evaluates it once per admitted chunk of live traffic.
+scikit-learn's `predict` performs (through scipy's interp1d, numpy's interp),
+so the two agree to the bit. The agent evaluates it once per admitted chunk of live traffic.
 
 How good the fit is, is measured out of sample: k-fold cross-validation
 (folds fixed by the chunks' order by score, so the same labels give the same
@@ -22,7 +22,7 @@ difference between probability and outcome.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -73,16 +73,17 @@ class Calibration:
 
 def interpolate(x: Sequence[float], y: Sequence[float], score: float) -> float:
     """Linear interpolation between thresholds, clipped at the ends, in the
-    same floating-point operations as scipy's interp1d (so: bit-equal)."""
-    i = bisect_left(x, score)
-    if i == 0:  # at or below the first threshold: exactly y[0]
+    same floating-point operations as numpy's interp (scikit-learn's predict
+    comes down to it), so the two agree to the bit."""
+    i = bisect_right(x, score)
+    if i == 0:
         return y[0]
-    if i == len(x):  # above the last: interpolated at the last threshold, as the clipped score is
-        if i == 1:
-            return y[0]
-        i -= 1
-        score = x[i]
-    x_lo, y_lo = x[i - 1], y[i - 1]
+    if i == len(x):
+        return y[-1]
+    j = i - 1
+    x_lo, y_lo = x[j], y[j]
+    if x_lo == score:
+        return y_lo
     return (y[i] - y_lo) / (x[i] - x_lo) * (score - x_lo) + y_lo
 
 
