@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from agent.core.calibrated import Active, Gate
+from agent.core.calibrated import Active, Gate, status
 from agent.core.config import CoreConfig
 from agent.core.judgments.calibration import Calibration
 from agent.core.state import PartitionState
@@ -123,3 +123,20 @@ def test_a_state_restored_from_its_checkpoint_keeps_the_counts_not_the_calibrati
     restored = PartitionState.from_dict(CONFIG, orjson.loads(orjson.dumps(state.to_dict())))
     assert restored.calibrations is None
     assert restored.totals()[("calibrated_results", "alpha")] == 2
+
+
+def test_the_gate_bounds_and_the_newest_fit():
+    gate = Gate(max_ece=0.05, min_labels=300)
+    active = Active([calibration("a", "v", n=300, ece=0.0499), calibration("b", "v", n=299),
+                     calibration("c", "v", ece=0.05), calibration("d", "v", ece=None),
+                     calibration("e", "v", fitted_at=2.0), calibration("e", "v", ece=0.9, fitted_at=3.0)], gate)
+    assert {app: (v if isinstance(v, str) else "ok") for (app, _), v in active.by_pair.items()} == {
+        "a": "ok", "b": "too_few_labels", "c": "error_too_high", "d": "too_few_labels", "e": "error_too_high"}
+    assert not Active() and Active([calibration("a", "v")])
+
+
+def test_the_status_of_a_window():
+    assert status(1, {"pipeline_changed": 5}) == "ok"
+    assert status(0, {"pipeline_changed": 5, "too_few_labels": 7}) == "too_few_labels"
+    assert status(0, {"pipeline_changed": 5, "too_few_labels": 5}) == "too_few_labels"  # ties: the list's order
+    assert status(0, {}) == "none"
