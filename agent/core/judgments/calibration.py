@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from sklearn.isotonic import IsotonicRegression
 
 from agent.core.judgments.judged import JudgedItem
 
@@ -89,6 +88,10 @@ def interpolate(x: Sequence[float], y: Sequence[float], score: float) -> float:
 
 def isotonic(scores: Sequence[float], relevant: Sequence[float]) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The thresholds of scikit-learn's increasing isotonic fit."""
+    # Imported here: the agent only evaluates fits, and importing scikit-learn
+    # would add a second or more to its start and to every command's.
+    from sklearn.isotonic import IsotonicRegression
+
     model = IsotonicRegression(increasing=True, out_of_bounds="clip")
     model.fit(np.asarray(scores, dtype=float), np.asarray(relevant, dtype=float))
     return tuple(float(v) for v in model.X_thresholds_), tuple(float(v) for v in model.y_thresholds_)
