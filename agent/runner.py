@@ -25,6 +25,7 @@ from agent.core.reasons import RejectedEvent
 from agent.core.snapshot import Exposition, Health
 from agent.core.tally import Tally, add, total
 from agent.io import broker
+from agent.io.calibration_watch import CalibrationWatch
 from agent.io.dead_letters import DeadLetters
 from agent.io.exporter import Latest
 from agent.io.queue import Queue
@@ -43,7 +44,8 @@ SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after 
 
 class Agent:
     def __init__(self, settings: Settings, store: Store, latest: Latest, tracer: Tracer, consumer, producer,
-                 client_id: str | None = None, queue: Queue | None = None, drift_store: DriftStore | None = None):
+                 client_id: str | None = None, queue: Queue | None = None, drift_store: DriftStore | None = None,
+                 calibrations: CalibrationWatch | None = None):
         self.kafka = settings.kafka
         self.core = settings.core()
         self.metrics = settings.metrics
@@ -59,6 +61,7 @@ class Agent:
                                judging_config(settings.judgment) if queue is not None else None, queue,
                                drift_config(settings.drift), drift_store)
         self.owned = self.parts.owned
+        self.calibrations = calibrations  # the score calibrations in force, refreshed in the background
         self.counters: Tally = {}  # everything this process ingested: only ever grows
         self.exemplars: dict[tuple, tuple[str, float]] = {}
         self.last_progress = time.monotonic()
@@ -174,6 +177,8 @@ class Agent:
                     continue  # not loaded (the store failed: we are stopping) or start unknown
                 if records[0].offset < owned.next_offset:
                     owned = self.parts.restart(tp, owned, records[0].offset)
+                if self.calibrations is not None:
+                    owned.state.calibrations = self.calibrations.active
                 for record in records:
                     self._process(owned, record, links)
                     owned.next_offset = record.offset + 1

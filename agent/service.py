@@ -14,10 +14,14 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from agent.io import broker
 from agent.io.endpoint import MetricsServer
 from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
+from agent.io.calibration_watch import CalibrationWatch
+from agent.io.calibrations import TABLES as CALIBRATION_TABLES
+from agent.io.calibrations import Calibrations
 from agent.io.drift_store import TABLES as DRIFT_TABLES
 from agent.io.drift_store import DriftStore
 from agent.io.drift_watch import DriftCollector, DriftWatch
 from agent.io.queue import TABLES, Queue
+from agent.io.judgment_settings import gate
 from agent.io.scheduler import JudgmentCollector, Judging
 from agent.io.settings import Settings
 from agent.io.store import Store, StoreError
@@ -37,10 +41,13 @@ class Running:
     tracer_provider: object
     judging: Judging | None = None  # the weekly batch and the queues' figures
     drift_watch: DriftWatch | None = None  # drift of the stored days against the newest baseline
+    calibration_watch: CalibrationWatch | None = None  # the stored score calibrations
 
     def close(self) -> None:
         if self.judging is not None:
             self.judging.stop()
+        if self.calibration_watch is not None:
+            self.calibration_watch.stop()
         if self.drift_watch is not None:
             self.drift_watch.stop()
         self.server.stop()
@@ -50,7 +57,7 @@ class Running:
 
 def build(settings: Settings, tracer_provider=None) -> Running:
     tracer_provider = tracer_provider or provider()
-    store = Store(settings.store.url, settings.store.schema, TABLES + DRIFT_TABLES)
+    store = Store(settings.store.url, settings.store.schema, TABLES + DRIFT_TABLES + CALIBRATION_TABLES)
     queue = Queue(store) if settings.judgment.enabled else None
     drift_store = DriftStore(store) if settings.drift.enabled else None
     client_id = f"ragdrift-{socket.gethostname()}"
@@ -73,12 +80,16 @@ def build(settings: Settings, tracer_provider=None) -> Running:
     if drift_store is not None:
         watch = DriftWatch(drift_store, settings.kafka.group_id)
         registry.register(DriftCollector(watch))
+    calibrations = None
+    if settings.judgment.enabled:
+        calibration = settings.judgment.calibration
+        calibrations = CalibrationWatch(Calibrations(store), gate(calibration), calibration.refresh_seconds)
     agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id, queue,
-                  drift_store)
+                  drift_store, calibrations)
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
     return Running(agent, server.start(), store, tracer_provider, judging and judging.start(),
-                   watch and watch.start())
+                   watch and watch.start(), calibrations and calibrations.start())
 
 
 def serve(settings: Settings) -> int:

@@ -1,6 +1,8 @@
 """Judgment program: is the weekly human judgment of retrieval quality on track?
 Candidates per stratum this week, the security review queue, the last batch
-(when, how big) and failed batch runs.
+(when, how big) and failed batch runs; and what the judgments say of live
+traffic: its estimated precision (calibrated scores) with the calibration's
+status, and the share of admitted chunks the answers cite.
 
 The judgment and queue gauges are the store's figures, read every minute by
 each replica (agent/io/scheduler.py), so every replica exports the same value:
@@ -9,7 +11,7 @@ each replica (agent/io/scheduler.py), so every replica exports the same value:
 
 from __future__ import annotations
 
-from grafana.kit import Board, Q
+from grafana.kit import APP, Board, Q
 from grafana.thresholds import Rules
 
 UID = "ragdrift-judgment"
@@ -17,6 +19,13 @@ UID = "ragdrift-judgment"
 # strata and the two shared ones.
 STRATA = 'stratum=~"$app\\\\|.+|uniform|other"'
 CANDIDATES = f"max by (stratum) (ragdrift_judgment_candidates{{{STRATA}}})"
+# Live traffic: event-time window gauges, numerators and denominators summed
+# over replicas, then divided (docs/metrics.md, "Rolling windows").
+LIVE = f'{APP},window="1h"'
+
+
+def ratio(numerator: str, denominator: str) -> str:
+    return f"sum by (app) (ragdrift_window_{numerator}{{{LIVE}}})\n/\nsum by (app) (ragdrift_window_{denominator}{{{LIVE}}})"
 
 
 def build(rules: Rules):
@@ -57,5 +66,27 @@ def build(rules: Rules):
         b.timeseries("Batch failures per step", "Failed scheduled batch runs per replica in each step.", "none",
                      [Q("sum by (instance) (increase(ragdrift_judgment_batch_failures_total[$__rate_interval]))",
                         "{{instance}}")], bars=True, interval="1m"),
+    )
+    b.row(
+        "Live traffic (last hour, event time)",
+        b.timeseries("Estimated precision of live traffic", "The mean calibrated probability of relevance of the "
+                     "admitted chunks of the last hour, per app: precision at the real cutoff as judges would grade "
+                     "it, from each chunk's score through the app's isotonic calibration (docs/judgments.md, "
+                     "\"Calibration\"). Only events of the pipeline version the calibration was fitted on, and "
+                     "only while its cross-validated calibration error is under the bound; the status says why an "
+                     "app has no line.", "percentunit",
+                     [Q(ratio("estimated_relevant_results", "calibrated_results"), "{{app}}")], max_val=1, width=9),
+        b.table("Calibration status", "Per app: ok (estimated), too_few_labels, error_too_high (cross-validated "
+                "ECE above judgment.calibration.max_ece), pipeline_changed (live traffic runs a pipeline version no "
+                "calibration was fitted on: judge a batch of it) or none (no calibration stored).",
+                [Q(f'max by (app, status) (ragdrift_calibration_status{{{LIVE}}}) == 1', table=True)], width=6),
+        b.timeseries("Calibrated share of admitted chunks", "Admitted chunks that a calibration served / all "
+                     "admitted chunks: below 1 while part of the traffic runs another pipeline version (a canary).",
+                     "percentunit", [Q(f"sum by (app) (ragdrift_window_calibrated_results{{{LIVE}}})\n/\n"
+                                       f"sum by (app) (ragdrift_window_admitted_results{{{LIVE}}})", "{{app}}")],
+                     max_val=1, width=9),
+        b.timeseries("Citation rate of admitted chunks", "Admitted chunks the answer cited / admitted chunks, over "
+                     "the events that report citations (a non-empty feedback.cited).", "percentunit",
+                     [Q(ratio("cited_results", "citable_results"), "{{app}}")], max_val=1, width=24),
     )
     return b.build()

@@ -57,6 +57,9 @@ from agent.core.sampling import iso_week
 from agent.core.snapshot import EXEMPLAR_FAMILIES
 from agent.demo.process import wait_until
 from agent.core.drift import freeze
+from agent.core.judgments.calibration import Calibration
+from agent.io.calibrations import TABLES as CALIBRATION_TABLES
+from agent.io.calibrations import Calibrations
 from agent.io.drift_store import TABLES as DRIFT_TABLES
 from agent.io.drift_store import DriftStore
 from agent.io.queue import TABLES, Queue
@@ -488,6 +491,16 @@ def live(broker, prometheus_bin, tmp_path_factory):
             drift.save_baseline(freeze(days, "dashboards"))
         finally:
             drift.store.close()
+        # Score calibrations (as `ragdrift judgments calibrate` would store): support-bot's stable version is
+        # estimated (its canary is not: pipeline_changed), hr-assistant has too few labels, docs-search none.
+        calibrations = Calibrations(Store(url, None, CALIBRATION_TABLES))
+        try:
+            calibrations.add([
+                Calibration("support-bot", "support-3.14.0", (0.0, 1.0), (0.2, 0.9), 5000, 2500, 0.01, 0.2),
+                Calibration("hr-assistant", "hr-rag-2025.12.3", (0.0, 1.0), (0.2, 0.9), 10, 5, 0.01, 0.2),
+            ])
+        finally:
+            calibrations.store.close()
         # Phase 2: the agent restarts on that store, with every incident kind, dead letters and traces.
         config = {**config, "metrics": {**config["metrics"], "port": port}}
         agent = AgentProcess(config)

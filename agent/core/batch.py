@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.core.sampling import Candidate, Selection, in_holdout, select
+from agent.core.sampling import Candidate, ResultRef, Selection, in_holdout, select
 
 FORMAT = "ragdrift.batch.v1"
 
@@ -73,18 +73,17 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
                 "item": item,
                 "judges": 2 if double else 1,
                 "query": {"id": c.query_id, "text": None},
-                "chunks": [{"chunk": chunk, "chunk_id": result[0], "text": None} for chunk, result in chunks],
+                "chunks": [{"chunk": chunk, "chunk_id": result.chunk_id, "text": None} for chunk, result in chunks],
             })
             if not holdout:
-                regression.append({"item": item, "query_id": c.query_id, "chunk_ids": [r[0] for r in c.results]})
+                regression.append({"item": item, "query_id": c.query_id, "chunk_ids": [r.chunk_id for r in c.results]})
         key.append({
             "item": item, "event_id": c.event_id, "ts": c.ts, "week": week, "stratum": stratum,
             "app": c.app, "query_id": c.query_id, "query_type": c.query_type, "language": c.language,
             "pipeline_version": c.pipeline_version, "cutoff_k": c.cutoff_k,
             "w": c.w, "u": c.u, "priority": c.priority, "tau": tau, "weight": max(c.w, tau) / c.w,
             "signals": list(c.signals), "holdout": holdout, "judges": 2 if double else (1 if item else 0),
-            "chunks": [{"chunk": chunk, "chunk_id": r[0], "parent_id": r[1], "source": r[2], "rank": r[3],
-                        "score": r[4]} for chunk, r in chunks],
+            "chunks": [_key_chunk(chunk, r) for chunk, r in chunks],
         })
     manifest = {
         "format": FORMAT,
@@ -108,6 +107,18 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         "baseline": config.baseline,
     }
     return Batch(batch_id, manifest, items, key, regression)
+
+
+def _key_chunk(chunk: str, r: ResultRef) -> dict:
+    """A chunk's row of the key; its content age and citation only where the
+    event told them (a batch of rows that never held them stays as it was)."""
+    row = {"chunk": chunk, "chunk_id": r.chunk_id, "parent_id": r.parent_id, "source": r.source, "rank": r.rank,
+           "score": r.score}
+    if r.age_days is not None:
+        row["age_days"] = r.age_days
+    if r.cited is not None:
+        row["cited"] = r.cited
+    return row
 
 
 def _shuffled(items: list, seed: str) -> list:

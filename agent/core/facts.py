@@ -29,6 +29,8 @@ class Facts:
     stale_conflict: bool  # A holds a stale and a non-stale result of one parent
     not_yet_effective: int  # results in A effective only after the event
     ages: list[float]  # days since effective_date, for results in A effective by then
+    admitted_ages: list[float | None]  # per result in A: its age, None when unknown or not yet effective
+    citations: list[bool] | None  # per result in A: cited by the answer; None when the event reports no citations
     rank_shifts: list[int]  # |rank - pre_rerank_rank| where the reranker reported one
     parents: dict[str, int]  # results in A per parent_id
     sources: dict[str, int]  # results in A per source
@@ -57,6 +59,10 @@ def facts_of(event: Event) -> Facts:
     stale_parents: set[str] = set()
     fresh_parents: set[str] = set()
     fingerprints: set[str] = set()
+    admitted_ages: list[float | None] = []
+    feedback = event.feedback
+    cited = set(feedback.cited) if feedback is not None and feedback.cited else None
+    citations: list[bool] | None = None if cited is None else []
     for r in results:
         result_tenant = r.tenant
         if result_tenant is not None and result_tenant != tenant:
@@ -74,14 +80,19 @@ def facts_of(event: Event) -> Facts:
             continue
         admitted.append(r)
         score_sum += r.score
+        if citations is not None:
+            citations.append(r.chunk_id in cited)
         is_stale = r.status in STALE_STATUSES or (r.expires_at is not None and epoch(r.expires_at) <= ts)
+        age = None
         if r.effective_date is not None:
             effective = epoch(r.effective_date)
             if effective <= ts:
-                ages.append((ts - effective) / DAY)
+                age = (ts - effective) / DAY
+                ages.append(age)
             else:
                 not_yet += 1
                 is_stale = True
+        admitted_ages.append(age)
         parent = r.parent_id
         parents[parent] = parents.get(parent, 0) + 1
         source = r.source
@@ -112,6 +123,8 @@ def facts_of(event: Event) -> Facts:
         stale_conflict=bool(stale) and not stale_parents.isdisjoint(fresh_parents),
         not_yet_effective=not_yet,
         ages=ages,
+        admitted_ages=admitted_ages,
+        citations=citations,
         rank_shifts=shifts,
         parents=parents,
         sources=sources,

@@ -2,10 +2,13 @@
 
 from itertools import chain
 
-from agent.core import access, feedback, filters, freshness, latency, query_mix, rerank, scores, sources, zero_results
+from agent.core import (
+    access, calibrated, citations, feedback, filters, freshness, latency, query_mix, rerank, scores, sources, zero_results,
+)  # fmt: skip
 from agent.core.tally import Counter, Family
 
-MODULES = (zero_results, scores, freshness, sources, filters, query_mix, access, latency, rerank, feedback)
+MODULES = (zero_results, scores, freshness, sources, filters, query_mix, access, latency, rerank, feedback, citations,
+           calibrated)
 OBSERVERS = tuple(module.observe for module in MODULES)
 LATE_EVENTS = Counter("late_events", (), "Events older than the allowed lateness: in totals, not in windows.",
                       windowed=False)

@@ -13,7 +13,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from agent.core import calibrated
 from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS
+from agent.core.calibrated import CALIBRATED, ESTIMATED_RELEVANT, UNCALIBRATED
+from agent.core.citations import CITABLE, CITED
 from agent.core.config import CoreConfig
 from agent.core.families import FAMILIES
 from agent.core.filters import OUTCOMES
@@ -54,7 +57,15 @@ NEW_TERM_RATIO = Gauge("window_new_term_ratio", ("app", "window"),
                        "New-term occurrences / term occurrences, per replica.")
 SOURCE_HHI = Gauge("window_source_hhi_ratio", ("window",), "Herfindahl index of admitted results over sources.")
 TOP_SOURCE = Gauge("window_top_source_share_ratio", ("window",), "Largest source's share of admitted results.")
-GAUGES = (ZERO_RATIO, NEW_TERM_RATIO, SOURCE_HHI, TOP_SOURCE)
+CITATION_RATIO = Gauge("window_citation_ratio", ("app", "window"),
+                       "Cited admitted results / admitted results of events reporting citations, per replica.")
+ESTIMATED_PRECISION = Gauge("estimated_precision", ("app", "window"),
+                            "Mean calibrated probability of relevance of admitted results, per replica "
+                            "(window_estimated_relevant_results / window_calibrated_results).")
+CALIBRATION_STATUS = Gauge("calibration_status", ("app", "window", "status"),
+                           "1 for the app's calibration status in the window: ok (estimated_precision exported), "
+                           "too_few_labels, error_too_high, pipeline_changed or none.")
+GAUGES = (ZERO_RATIO, NEW_TERM_RATIO, SOURCE_HHI, TOP_SOURCE, CITATION_RATIO, ESTIMATED_PRECISION, CALIBRATION_STATUS)
 
 
 @dataclass(frozen=True)
@@ -133,10 +144,23 @@ def derived(windows: Mapping[str, Tally]) -> Tally:
     out: Tally = {}
     for window, tally in windows.items():
         by_source: dict[str, float] = defaultdict(float)
+        uncalibrated: dict[str, dict[str, float]] = defaultdict(dict)
+        for key, value in tally.items():
+            if key[0] == UNCALIBRATED.name:
+                uncalibrated[key[1]][key[2]] = value
         for key, value in tally.items():
             name = key[0]
             if name == RETRIEVALS.name and value:
-                out[(ZERO_RATIO.name, key[1], window)] = tally.get((ZERO_RESULTS.name, key[1]), 0) / value
+                app = key[1]
+                out[(ZERO_RATIO.name, app, window)] = tally.get((ZERO_RESULTS.name, app), 0) / value
+                calibrated_results = tally.get((CALIBRATED.name, app), 0)
+                if calibrated_results:
+                    out[(ESTIMATED_PRECISION.name, app, window)] = (
+                        tally.get((ESTIMATED_RELEVANT.name, app), 0) / calibrated_results)
+                status = calibrated.status(calibrated_results, uncalibrated.get(app, {}))
+                out[(CALIBRATION_STATUS.name, app, window, status)] = 1
+            elif name == CITABLE.name and value:
+                out[(CITATION_RATIO.name, key[1], window)] = tally.get((CITED.name, key[1]), 0) / value
             elif name == TERMS.name and value:
                 out[(NEW_TERM_RATIO.name, key[1], window)] = tally.get((NEW_TERMS.name, key[1]), 0) / value
             elif name == ADMITTED_RESULTS.name:

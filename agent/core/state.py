@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.model import Event
@@ -50,7 +51,7 @@ class Baseline:
 
 
 class PartitionState:
-    __slots__ = ("baseline", "config", "drift", "judging", "labels", "vocabulary", "windows")
+    __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "labels", "vocabulary", "windows")
 
     def __init__(self, config: CoreConfig, baseline: Baseline | None = None, judging: JudgingConfig | None = None,
                  kept: Iterable[Candidate] = (), drift: DriftConfig | None = None):
@@ -58,6 +59,7 @@ class PartitionState:
         `drift` turns the daily drift counts on (they start empty: only deltas are held)."""
         self.config = config
         self.baseline = baseline
+        self.calibrations: Active | None = None  # set by the agent as stored fits change; never checkpointed
         self.judging = None if judging is None else Judging(judging, kept)
         self.drift = None if drift is None else DriftDays(drift)
         self.labels = {
@@ -82,7 +84,7 @@ class PartitionState:
         new_terms = 0
         if terms:
             new_terms = (self.vocabulary if self.baseline is None else self.baseline.vocabulary).add_all(terms)
-        view = View(facts, self.labels["app"](event.app), self.config, self.labels, new_terms)
+        view = View(facts, self.labels["app"](event.app), self.config, self.labels, new_terms, self.calibrations)
         for observe in OBSERVERS:
             observe(view, target)
         if unknown_fields:

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from apscheduler.triggers.cron import CronTrigger
 
+from agent.core.calibrated import Gate
 from agent.core.judging import JudgingConfig
+from agent.core.judgments.calibration import FOLDS, THRESHOLD
 from agent.core.sampling import HOLDOUT_SHARE, SIGNALS, Budgets, RiskConfig
 
 THRESHOLDS = ("top1_low", "gap_small", "rerank_shift", "new_terms_min", "rare_share")  # RiskConfig's
@@ -37,6 +39,18 @@ class LabelStudioSettings:
 
 
 @dataclass(frozen=True)
+class CalibrationSettings:
+    """Score calibration and the estimated precision of live traffic (docs/judgments.md, "Calibration")."""
+
+    max_ece: float = Gate.max_ece  # the estimate is exported only while the cross-validated ECE is below this
+    min_labels: int = Gate.min_labels  # ... and the fit saw at least this many judged chunks
+    pool_batches: int = 8  # the newest batches (weeks) whose labels a fit pools
+    folds: int = FOLDS  # cross-validation folds for the ECE and Brier score
+    threshold: float = THRESHOLD  # grade >= threshold is relevant
+    refresh_seconds: float = 60.0  # how often the agent reads the stored fits
+
+
+@dataclass(frozen=True)
 class JudgmentSettings:
     """The judgment queue (docs/judgments.md): sampling, the weekly batch, its export."""
 
@@ -54,6 +68,7 @@ class JudgmentSettings:
     export_dir: str = "ragdrift-batches"
     resolver: ResolverSettings = field(default_factory=ResolverSettings)
     label_studio: LabelStudioSettings = field(default_factory=LabelStudioSettings)
+    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
 
 
 def risk_config(j: JudgmentSettings) -> RiskConfig:
@@ -69,6 +84,11 @@ def budgets(j: JudgmentSettings) -> Budgets:
 def judging_config(j: JudgmentSettings) -> JudgingConfig | None:
     """What each partition samples with; None when the judgment queue is off."""
     return JudgingConfig(risk_config(j), budgets(j), j.salt) if j.enabled else None
+
+
+def gate(c: CalibrationSettings) -> Gate:
+    """When a stored calibration may estimate live precision."""
+    return Gate(max_ece=c.max_ece, min_labels=c.min_labels)
 
 
 def check_judgment(j: JudgmentSettings, need: Callable[[bool, str, str], None]) -> None:
@@ -94,6 +114,12 @@ def check_judgment(j: JudgmentSettings, need: Callable[[bool, str, str], None]) 
         budgets(j)
     except ValueError as exc:
         need(False, "judgment", str(exc))
+    c = j.calibration
+    need(0 < c.max_ece <= 1, "judgment.calibration.max_ece", "must be in (0, 1]")
+    need(c.folds >= 2, "judgment.calibration.folds", "must be >= 2")
+    need(c.min_labels >= c.folds, "judgment.calibration.min_labels", "must be >= judgment.calibration.folds")
+    need(c.pool_batches >= 1, "judgment.calibration.pool_batches", "must be >= 1")
+    need(c.refresh_seconds > 0, "judgment.calibration.refresh_seconds", "must be > 0")
     need(j.resolver.kind in ("none", "file", "command", "http"), "judgment.resolver.kind",
          "must be none, file, command or http")
     need(j.resolver.kind != "file" or bool(j.resolver.path), "judgment.resolver.path", "is required for kind file")

@@ -13,7 +13,7 @@ from agent.core.config import CoreConfig
 from agent.core.judging import Judging, JudgingConfig
 from agent.core.partitions import Outbox
 from agent.core.reasons import RejectedEvent
-from agent.core.sampling import UNIFORM, Budgets, in_holdout, select
+from agent.core.sampling import UNIFORM, Budgets, ResultRef, in_holdout, select
 from agent.core.state import PartitionState
 from agent.synth import generate, parse_incident
 from tests.core.test_properties import FAST
@@ -64,7 +64,7 @@ def test_the_same_candidates_give_the_same_batch_in_any_order():
 def test_chunks_are_shuffled_and_the_key_maps_them_back():
     many = [cand(f"e{i:03d}", stratum=UNIFORM) for i in range(30)]
     many = [type(c)(**{**{f: getattr(c, f) for f in c.__struct_fields__},
-                       "results": tuple((f"c{j}", "p", "s", j, 1.0 - j / 10) for j in range(1, 6))}) for c in many]
+                       "results": tuple(ResultRef(f"c{j}", "p", "s", j, 1.0 - j / 10) for j in range(1, 6))}) for c in many]
     batch = build(WEEK, many, CONFIG)
     key = {row["item"]: row for row in batch.key}
     orders = set()

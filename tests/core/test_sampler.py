@@ -20,6 +20,7 @@ from agent.core.sampling import (
     Budgets,
     Candidate,
     RiskConfig,
+    ResultRef,
     Sampler,
     Selection,
     assess,
@@ -39,7 +40,7 @@ def cand(event_id: str, w: float = 1.0, week: str = WEEK, stratum: str = STRATUM
     return Candidate(
         event_id=event_id, ts=0.0, week=week, stratum=stratum, app="app", query_id="q0000000",
         query_type="lexical", language="en", cutoff_k=3, pipeline_version=None,
-        results=(("c1", "p1", "wiki", 1, 0.5),), w=w, u=u, priority=w / u,
+        results=(ResultRef("c1", "p1", "wiki", 1, 0.5),), w=w, u=u, priority=w / u,
     )  # fmt: skip
 
 
@@ -74,7 +75,7 @@ def test_candidates_of_an_event():
     risky, flat = candidates_of(f, risk, salt="s")
     assert (risky.stratum, risky.w, flat.stratum, flat.w) == ("app|lexical", 4.0, UNIFORM, 1.0)
     assert risky.u == flat.u == uniform("ev-7", WEEK, "s") and risky.priority == 4.0 / risky.u
-    assert risky.results == (("c1", "p", "wiki", 1, 1.0), ("c2", "p", "wiki", 2, 0.5))  # admitted, rank order
+    assert risky.results == (ResultRef("c1", "p", "wiki", 1, 1.0), ResultRef("c2", "p", "wiki", 2, 0.5))  # admitted
     assert (risky.week, risky.language, risky.pipeline_version, risky.signals) == (WEEK, "en-us", "v3", ("thumbs_down",))
     assert strata_for("app", None, 2.5) == (("app|unknown", 2.5), (UNIFORM, 1.0))
     bounded = candidates_of(f, risk, salt="s", stratum="app|other")

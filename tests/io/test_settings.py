@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agent.core.calibrated import Gate
 from agent.core.config import DEFAULT_BUCKETS, CoreConfig
+from agent.io.judgment_settings import gate
 from agent.io.settings import ConfigError, KafkaSettings, Settings, load
 
 
@@ -298,9 +300,22 @@ def test_wrong_types_name_the_dotted_key(tmp_path, text, key):
     ("judgment: {resolver: {kind: file}}\n", "judgment.resolver.path"),
     ("judgment: {resolver: {kind: command}}\n", "judgment.resolver.command"),
     ("judgment: {resolver: {kind: http}}\n", "judgment.resolver.url"),
+    ("judgment: {calibration: {max_ece: 0}}\n", "judgment.calibration.max_ece"),
+    ("judgment: {calibration: {folds: 1}}\n", "judgment.calibration.folds"),
+    ("judgment: {calibration: {folds: 10, min_labels: 5}}\n", "judgment.calibration.min_labels"),
+    ("judgment: {calibration: {pool_batches: 0}}\n", "judgment.calibration.pool_batches"),
+    ("judgment: {calibration: {refresh_seconds: 0}}\n", "judgment.calibration.refresh_seconds"),
 ])
 def test_cross_field_checks_name_the_key(tmp_path, text, key):
     assert error(tmp_path, text).startswith(f"{key}: ")
+
+
+def test_calibration_settings_load_and_make_the_gate(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("judgment: {calibration: {max_ece: 0.08, min_labels: 300, pool_batches: 4}}\n")
+    c = load(path, environ={}).judgment.calibration
+    assert (c.max_ece, c.min_labels, c.pool_batches, c.folds, c.threshold) == (0.08, 300, 4, 5, 2)
+    assert gate(c) == Gate(max_ece=0.08, min_labels=300)
 
 
 @pytest.mark.parametrize(("text", "word"), [

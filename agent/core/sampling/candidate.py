@@ -28,8 +28,18 @@ from agent.core.sampling.risk import UNKNOWN, Risk
 UNIFORM = "uniform"  # the stratum where every event is offered with w = 1
 OTHER = "other"  # risk strata beyond the sampler's bound fold into this one
 
-# (chunk_id, parent_id, source, rank, score) of one admitted result
-ResultRef = tuple[str, str, str, int, float]
+class ResultRef(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """One admitted result, stored as a JSON array. Rows written before
+    `age_days` and `cited` existed hold the first five fields only, and load
+    with both unknown (None)."""
+
+    chunk_id: str
+    parent_id: str
+    source: str
+    rank: int
+    score: float
+    age_days: float | None = None  # content age at event time; None when unknown or not yet effective
+    cited: bool | None = None  # cited by the answer; None when the event reports no citations
 
 
 class Candidate(msgspec.Struct, frozen=True, gc=False):
@@ -85,6 +95,7 @@ def candidate(facts: Facts, stratum: str, w: float, week: str, u: float, signals
     """One candidate of the event, its week and uniform already known."""
     event = facts.event
     query = event.query
+    cited = facts.citations
     return Candidate(
         event_id=event.event_id,
         ts=facts.ts,
@@ -96,7 +107,10 @@ def candidate(facts: Facts, stratum: str, w: float, week: str, u: float, signals
         language=query.language.lower() if query.language else UNKNOWN,
         cutoff_k=event.cutoff_k,
         pipeline_version=event.pipeline.version if event.pipeline is not None else None,
-        results=tuple((r.chunk_id, r.parent_id, r.source, r.rank, r.score) for r in facts.admitted),
+        results=tuple(
+            ResultRef(r.chunk_id, r.parent_id, r.source, r.rank, r.score, age, None if cited is None else cited[i])
+            for i, (r, age) in enumerate(zip(facts.admitted, facts.admitted_ages))
+        ),
         w=w,
         u=u,
         priority=w / u,
