@@ -135,10 +135,23 @@ def test_a_judged_items_file_imports_once(batch, tmp_path, capsys):
 
     code, out, _ = run(capsys, "judgments", "import", str(judged), "--config", str(config), "--format", "json")
     assert code == 0
-    assert json.loads(out) == {"imported": True, "files": [{
+    found = json.loads(out)
+    fits = found.pop("calibrations")
+    assert found == {"imported": True, "files": [{
         "file": str(judged), "format": "jsonl", "batches": [directory.name], "labels": len(want),
         "new": len(want), "changed": 0, "unchanged": 0, "skipped": 0}]}
     assert latest(config, directory.name) == want
+
+    # the import refitted the score calibrations: one per app and pipeline version, on every graded chunk
+    key = [json.loads(line) for line in (directory / "key.jsonl").read_text().splitlines()]
+    graded: dict[tuple[str, str | None], int] = {}
+    for row in key:
+        if row["item"]:
+            pair = (row["app"], row["pipeline_version"])
+            graded[pair] = graded.get(pair, 0) + len(row["chunks"])
+    assert {(f["app"], f["pipeline_version"]): f["labels"] for f in fits} == graded
+    code, out, _ = run(capsys, "judgments", "calibrate", "--config", str(config), "--format", "json")
+    assert code == 0 and json.loads(out)["calibrations"] == fits
 
     code, out, _ = run(capsys, "judgments", "import", str(judged), "--config", str(config))
     assert code == 0
@@ -162,8 +175,10 @@ def test_a_judged_csv_changes_what_it_grades_anew(batch, tmp_path, capsys):
 
     code, out, _ = run(capsys, "judgments", "import", str(sheet), "--config", str(config))
     assert code == 0
-    assert out == (f"{sheet}: {len(grades)} labels of {directory.name}: 0 new, 1 changed, {len(grades) - 1} unchanged;"
-                   f" {skipped} without a grade skipped\n")
+    summary, *fits = out.splitlines()
+    assert summary == (f"{sheet}: {len(grades)} labels of {directory.name}: 0 new, 1 changed, {len(grades) - 1} "
+                       f"unchanged; {skipped} without a grade skipped")
+    assert fits and all(line.startswith("calibration ") for line in fits)  # a changed label refits
     now = {x.pair: x for x in latest(config, directory.name)}
     assert now[(directory.name, *changed, "ana")] == Label(directory.name, *changed, "ana", grades[changed][0],
                                                            ("duplicate", "stale"))

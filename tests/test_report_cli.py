@@ -16,7 +16,7 @@ from agent.cli import main
 from agent.core.batch import BatchConfig, build
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import Options
-from agent.core.sampling import UNIFORM, Candidate, uniform
+from agent.core.sampling import UNIFORM, Candidate, ResultRef, uniform
 from agent.core.judgments.judged import Judged
 from agent.io import export
 from agent.io.qrels import TABLES as QRELS
@@ -34,7 +34,7 @@ def week_candidates(week: str) -> list[Candidate]:
     out = []
     for n in range(30):
         event_id, query_type = f"{week}-e{n:02d}", ("lexical", "semantic")[n % 2]
-        results = tuple((f"c{n}-{r}", "p", "wiki", r, 1.0 - r / 8) for r in range(1, 1 + n % 4))  # n % 4 == 0: none
+        results = tuple(ResultRef(f"c{n}-{r}", "p", "wiki", r, 1.0 - r / 8) for r in range(1, 1 + n % 4))  # n % 4 == 0: none
         u = uniform(event_id, week, "s")
         for stratum, w in ((f"app|{query_type}", 1.0 + n % 3), (UNIFORM, 1.0)):
             out.append(Candidate(event_id=event_id, ts=0.0, week=week, stratum=stratum, app="app",

@@ -44,7 +44,14 @@ def add_pull(actions) -> None:
     pull.set_defaults(handler=pull_project)
 
 
-SUBCOMMANDS = [add_import, add_pull, add_report]  # each adds one `ragdrift judgments` action
+def add_calibrate(actions) -> None:
+    calibrate = actions.add_parser("calibrate", help="refit the score calibrations on the newest judged batches "
+                                                     "(import and pull do it when labels change)")
+    _common(calibrate)
+    calibrate.set_defaults(handler=calibrate_scores)
+
+
+SUBCOMMANDS = [add_import, add_pull, add_report, add_calibrate]  # each adds one `ragdrift judgments` action
 
 
 def _common(parser) -> None:
@@ -78,20 +85,29 @@ def pull_project(args: argparse.Namespace) -> int:
     return _import(args, [parse_label_studio(f"label-studio project {args.project}", exported)], settings)
 
 
+def _tables():
+    from agent.io.calibrations import TABLES as CALIBRATIONS
+    from agent.io.qrels import TABLES as QRELS
+    from agent.io.queue import TABLES as QUEUE
+
+    return (*QUEUE, *QRELS, *CALIBRATIONS)
+
+
 def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
     from agent.core.judgments.importing import Refused
     from agent.io.export import ExportError
-    from agent.io.qrels import TABLES as QRELS
     from agent.io.qrels import Qrels
-    from agent.io.queue import TABLES as QUEUE
     from agent.io.queue import Queue
     from agent.io.store import StoreError
-    from agent.jobs.judgments import import_parsed
+    from agent.jobs.judgments import calibrate, import_parsed
 
     settings = settings or settings_from(args.config)
-    store = open_store(settings, (*QUEUE, *QRELS))
+    store = open_store(settings, _tables())
     try:
-        imported = import_parsed(Queue(store), Qrels(store), settings.kafka.group_id, parsed)
+        queue, qrels = Queue(store), Qrels(store)
+        imported = import_parsed(queue, qrels, settings.kafka.group_id, parsed)
+        changed = any(x.revision.new or x.revision.changed for x in imported)
+        fits = calibrate(store, queue, qrels, settings.kafka.group_id, settings.judgment.calibration) if changed else []
     except Refused as exc:
         return _refused(args, exc.problems)
     except (ExportError, StoreError) as exc:
@@ -100,7 +116,8 @@ def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
         store.close()
     summaries = [x.summary() for x in imported]
     if args.format == "json":
-        print(json.dumps({"imported": True, "files": summaries}, sort_keys=True))
+        print(json.dumps({"imported": True, "files": summaries, "calibrations": [_fit(f) for f in fits]},
+                         sort_keys=True))
         return 0
     for s in summaries:
         batches = ", ".join(s["batches"]) or "no batch"
@@ -108,7 +125,44 @@ def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
                   if s["new"] or s["changed"] else "nothing new (already imported)" if s["labels"] else "no labels")
         skipped = f"; {s['skipped']} without a grade skipped" if s["skipped"] else ""
         print(f"{s['file']}: {s['labels']} labels of {batches}: {counts}{skipped}")
+    for fit in fits:
+        print(_fit_line(fit))
     return 0
+
+
+def calibrate_scores(args: argparse.Namespace) -> int:
+    from agent.io.export import ExportError
+    from agent.io.qrels import Qrels
+    from agent.io.queue import Queue
+    from agent.io.store import StoreError
+    from agent.jobs.judgments import calibrate
+
+    settings = settings_from(args.config)
+    store = open_store(settings, _tables())
+    try:
+        fits = calibrate(store, Queue(store), Qrels(store), settings.kafka.group_id, settings.judgment.calibration)
+    except (ExportError, StoreError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        store.close()
+    if args.format == "json":
+        print(json.dumps({"calibrations": [_fit(f) for f in fits]}, sort_keys=True))
+    elif not fits:
+        print("no judged batch with graded chunks yet: nothing to fit")
+    for f in fits if args.format != "json" else ():
+        print(_fit_line(f))
+    return 0
+
+
+def _fit(fit) -> dict:
+    return {"app": fit.app, "pipeline_version": fit.pipeline_version, "labels": fit.n, "ece": fit.ece,
+            "brier": fit.brier}
+
+
+def _fit_line(fit) -> str:
+    error = ("too few to cross-validate" if fit.ece is None
+             else f"cross-validated ECE {fit.ece:.3f}, Brier {fit.brier:.3f}")
+    return f"calibration {fit.app} / {fit.pipeline_version or 'no pipeline version'}: {fit.n} judged chunks, {error}"
 
 
 def _refused(args: argparse.Namespace, problems) -> int:

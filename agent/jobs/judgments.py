@@ -65,3 +65,13 @@ def judged_batches(queue: Queue, qrels: Qrels, group_id: str, batch: str | None,
     else:
         rows = queue.recent_batches(group_id, weeks)
     return [Judged(*export.read_batch(row["directory"]), qrels.latest(row["batch_id"])) for row in rows]
+
+
+def calibrate(store, queue: Queue, qrels: Qrels, group_id: str, settings) -> list:
+    """Refit the score calibrations on the newest judged batches (`settings`:
+    judgment.calibration); `store` holds the queue, qrels and calibration tables."""
+    from agent.jobs.calibrate import fit_and_store  # scikit-learn loads only to fit
+
+    found = judged_batches(queue, qrels, group_id, None, settings.pool_batches)
+    return fit_and_store(store, {b.manifest["batch_id"]: b.labels for b in found},
+                         {b.manifest["batch_id"]: b.key for b in found}, settings)

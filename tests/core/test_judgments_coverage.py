@@ -15,7 +15,7 @@ import random
 from agent.core.batch import BatchConfig, build
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import Options, report
-from agent.core.sampling import DEFAULT_WEIGHTS, UNIFORM, Budgets, Candidate, Sampler, strata_for, uniform
+from agent.core.sampling import DEFAULT_WEIGHTS, UNIFORM, Budgets, Candidate, ResultRef, Sampler, strata_for, uniform
 
 WEEK = "2026-W10"
 WEEKS, EVENTS = 100, 400
@@ -38,8 +38,8 @@ def week_of_traffic(rnd: random.Random, salt: str):
         signals = tuple(s for s, p in SIGNALS.items() if rnd.random() < p)
         admitted = 0 if "zero_result" in signals else rnd.randint(1, 5)
         p = relevance_chance(app, query_type, signals)
-        results = tuple((f"{event_id}-c{r}", "p", "wiki", r, 1.0 - r / 10) for r in range(1, admitted + 1))
-        for chunk_id, *_ in results:
+        results = tuple(ResultRef(f"{event_id}-c{r}", "p", "wiki", r, 1.0 - r / 10) for r in range(1, admitted + 1))
+        for chunk_id in (ref.chunk_id for ref in results):
             grades[chunk_id] = rnd.choice((2, 3)) if rnd.random() < p else rnd.choice((0, 1))
         w = 1.0 + sum(DEFAULT_WEIGHTS[s] for s in signals)
         u = uniform(event_id, WEEK, salt)
@@ -55,7 +55,7 @@ def week_of_traffic(rnd: random.Random, salt: str):
 def truth(candidates, grades) -> float:
     """Mean precision over every event with something admitted (its risk-stratum candidate)."""
     shown = [c for c in candidates if c.stratum != UNIFORM and c.results]
-    return sum(sum(grades[r[0]] >= 2 for r in c.results) / len(c.results) for c in shown) / len(shown)
+    return sum(sum(grades[r.chunk_id] >= 2 for r in c.results) / len(c.results) for c in shown) / len(shown)
 
 
 def sampled(candidates) -> list[Candidate]:
