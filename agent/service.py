@@ -74,7 +74,7 @@ def build(settings: Settings, tracer_provider=None) -> Running:
         watch = DriftWatch(drift_store, settings.kafka.group_id)
         registry.register(DriftCollector(watch))
     agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id, queue,
-                  drift_store)
+                  drift_store, watch)
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
     return Running(agent, server.start(), store, tracer_provider, judging and judging.start(),
