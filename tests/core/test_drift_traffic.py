@@ -14,7 +14,7 @@ import math
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from scipy.stats import binom
+from scipy.stats import betabinom
 
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
@@ -25,15 +25,15 @@ from agent.synth import Incident, generate
 DAY0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
 BASELINE_DAYS = 7
 CLEAN_DAYS = 14
-PER_DAY = 2000  # events per day, over the generator's three apps
+PER_DAY = 1500  # events per day, over the generator's three apps
 RATE = 1.0  # events per second in the incident stream: ~100 per app and 5 minutes
-LEAD, GAP = 60, 100  # minutes of clean traffic before the first incident, and between incident starts
+LEAD, GAP = 60, 90  # minutes of clean traffic before the first incident, and between incident starts
 EXPECTED = {  # the features whose alarm each incident must raise
     "score-drift": {"top1_score", "mean_admitted_score", "score_gap"},
     "source-dominance": {"source", "parent_diversity"},
     "stale": {"content_age_days"},
 }
-SURPRISE = 1e-3  # the chance that a feature with the calibrated rate exceeds the allowed count
+SURPRISE = 1e-4  # the chance that one series of clean days exceeds its allowed count
 
 
 def day_counts(day: int, incidents=()) -> dict:
@@ -52,23 +52,36 @@ def baseline():
 
 
 def test_clean_days_raise_no_more_false_alarms_than_calibrated(baseline):
-    alarms: dict[tuple[str, str], int] = {}
+    alarms: dict[tuple[str, str, str], int] = {}  # (app, feature, stat) -> clean days it alarmed on
     for d in range(BASELINE_DAYS, BASELINE_DAYS + CLEAN_DAYS):
         (counts,) = day_counts(d).values()
         for f in evaluate(baseline, counts):
-            alarms[(f.feature, f.stat)] = alarms.get((f.feature, f.stat), 0) + f.alarm
+            alarms[(f.app, f.feature, f.stat)] = alarms.get((f.app, f.feature, f.stat), 0) + f.alarm
     # With D baseline days the day-size threshold is the extreme of D leave-one-out
-    # values: its false-alarm rate is 1/(D + 1) when that is above the configured rate.
-    rate = max(baseline.calibration.rate, 1 / (BASELINE_DAYS + 1))
-    allowed = int(binom.isf(SURPRISE, CLEAN_DAYS * len(baseline.apps), rate))
-    print(f"\nfalse alarms in {CLEAN_DAYS} clean days x {len(baseline.apps)} apps (allowed {allowed} per "
-          f"feature and statistic, expected {CLEAN_DAYS * len(baseline.apps) * rate:.1f}):")
-    per_feature: dict[str, int] = {}
-    for (feature, stat), n in sorted(alarms.items()):
-        per_feature[feature] = per_feature.get(feature, 0) + n
-    for feature, n in sorted(per_feature.items()):
-        print(f"  {feature:<22} {n}  ({', '.join(f'{s} {m}' for (f, s), m in sorted(alarms.items()) if f == feature)})")
-    assert all(n <= allowed for n in alarms.values()), alarms
+    # values (calibrate.py): a new day exceeds it with probability p ~ Beta(1, D),
+    # 1/(D + 1) on average, not the configured rate (1/30 needs 29 days). So each
+    # series' count over the clean days is beta-binomial, and the total over all
+    # series is held to its mean plus 4 standard deviations, taking the statistics
+    # of one feature as moving together (the variance's upper bound).
+    d, n = BASELINE_DAYS, CLEAN_DAYS
+    series = betabinom(n, 1, d)
+    each = int(series.isf(SURPRISE))
+    units: dict[tuple[str, str], int] = {}
+    for app, feature, _ in alarms:
+        units[(app, feature)] = units.get((app, feature), 0) + 1
+    mean = len(alarms) * series.mean()
+    bound = mean + 4 * math.sqrt(sum(k * k for k in units.values()) * series.var())
+    total = sum(alarms.values())
+    print(f"\nfalse alarms on {n} clean days x {len(baseline.apps)} apps against a {d}-day baseline "
+          f"(rate 1/{d + 1} per statistic):")
+    for feature in sorted({f for _, f, _ in alarms}):
+        mine = {k: v for k, v in alarms.items() if k[1] == feature}
+        stats = sorted({s for _, _, s in mine})
+        print(f"  {feature:<22} {sum(mine.values()):3d}  expected {len(mine) * series.mean():5.1f}  ("
+              + ", ".join(f"{s} {sum(v for k, v in mine.items() if k[2] == s)}" for s in stats) + ")")
+    print(f"  {'total':<22} {total:3d}  expected {mean:5.1f}, allowed {bound:.0f}; per series at most {each} of {n}")
+    assert total <= bound
+    assert max(alarms.values()) <= each, max(alarms.items(), key=lambda kv: kv[1])
 
 
 def test_each_incident_raises_its_alarm_within_the_hour(baseline):
@@ -83,9 +96,11 @@ def test_each_incident_raises_its_alarm_within_the_hour(baseline):
     delta: dict = {}
     for line in generate(int(minutes * 60 * RATE), seed=77, start=start, rate=RATE, incidents=incidents):
         facts = state.process(line)
-        while facts.ts >= t0 + (minute + 1) * 60:  # judged once a minute of event time, like the agent's scrapes
+        while facts.ts >= t0 + (minute + 1) * 60:
             minute += 1
-            merge(delta, state.drift.take())  # a checkpoint in between: the windows must survive it
+            merge(delta, state.drift.take())  # a checkpoint each minute: the windows must survive it
+            if minute % 5:
+                continue  # windows are whole 5-minute slots: they change when a slot ends
             fired[minute] = {(f.app, f.feature, f.stat, w)
                              for w, found in recent_windows([state.drift], t0 + minute * 60).items()
                              for f in evaluate(baseline, found) if f.alarm}
@@ -93,12 +108,12 @@ def test_each_incident_raises_its_alarm_within_the_hour(baseline):
     # series (app, feature, statistic, window) of clean traffic alarms about 1 time
     # in 8. So an incident is detected when one of its features' series that was
     # quiet through the hour before the incident alarms in the hour after it starts.
-    print("\nfirst alarm after each incident's start, on a series quiet in the hour before (judged each minute):")
+    print("\nfirst alarm after each incident's start, on a series quiet in the hour before (judged as each 5-minute slot ends):")
     delays = {}
     for inc in incidents:
         start_minute = int(inc.minute)
         noisy = set().union(*(fired.get(m, set()) for m in range(start_minute - 60, start_minute)))
-        for m in range(start_minute, start_minute + 61):
+        for m in range(start_minute + 1, start_minute + 61):  # windows holding incident traffic
             new = {s for s in fired.get(m, set()) - noisy if s[1] in EXPECTED[inc.kind]}
             if new:
                 delays[inc.kind] = (m - start_minute) * 60

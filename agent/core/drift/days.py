@@ -28,8 +28,8 @@ depend on how the stream was partitioned.
 Windows shorter than a day (`RECENT`: 5m and 1h) are per replica, like the
 other window gauges (DESIGN.md, "Metrics"): the counts are held per 5-minute
 slot of the event time, and what `take` hands over is also kept in a ring of
-the newest `RECENT_SLOTS` slots, so `recent(now)` sums the slots each window
-covers, taken or not. The ring is bounded by its slot count (times the apps);
+the newest `RECENT_SLOTS` slots, so `recent(now)` sums the whole slots each
+window covers (5m: the last whole slot; 1h: the last 12), taken or not. The ring is bounded by its slot count (times the apps);
 it is not checkpointed: a restarted replica fills its windows again within
 the hour.
 """
@@ -62,7 +62,7 @@ from agent.core.facts import Facts
 
 DAY = 86400
 SLOT = 300  # seconds per slot of the sub-day windows
-RECENT = (("5m", 300), ("1h", 3600))  # sub-day windows: the last slot(s) up to the one holding `now`
+RECENT = (("5m", 300), ("1h", 3600))  # sub-day windows: the whole slots before the one holding `now`
 RECENT_SLOTS = max(seconds for _, seconds in RECENT) // SLOT
 UNKNOWN = "unknown"
 COUNTED_MIXES = (SOURCE, QUERY_TYPE, LANGUAGE, FILTER_OUTCOME)
@@ -165,9 +165,10 @@ class DriftDays:
         return out
 
     def recent(self, now: float) -> dict[str, dict[str, Counts]]:
-        """Each sub-day window's counts per app (`RECENT`), ending with the slot holding `now`."""
+        """Each sub-day window's counts per app (`RECENT`): the whole slots before the one holding `now`
+        (a window of the slot still filling would judge a few events at first, then more)."""
         self._fold()
-        last = int(now // SLOT)
+        last = int(now // SLOT) - 1
         out: dict[str, dict[str, Counts]] = {}
         for name, seconds in RECENT:
             first = last - seconds // SLOT + 1
