@@ -254,6 +254,9 @@ class Agent:
         )
         self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health))
         if self.drift_watch is not None and now >= self.next_drift:
+            watched, active = self.drift_watch.baseline, self.parts.active
+            if (watched and watched.version) != (active and active.version):
+                self.parts.use_baseline(watched)
             self.drift_watch.judge_recent(recent_windows([s.drift for s in states if s.drift is not None], now))
             self.next_drift = now + RECENT_SECONDS
 

@@ -19,6 +19,7 @@ from scipy.stats import betabinom
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
 from agent.core.drift.days import DriftConfig, counts_of, merge, recent_windows
+from agent.core.state import Baseline as Shared
 from agent.core.state import PartitionState
 from agent.synth import Incident, generate
 
@@ -31,7 +32,8 @@ LEAD, GAP = 60, 90  # minutes of clean traffic before the first incident, and be
 EXPECTED = {  # the features whose alarm each incident must raise
     "score-drift": {"top1_score", "mean_admitted_score", "score_gap"},
     "source-dominance": {"source", "parent_diversity"},
-    "stale": {"content_age_days"},
+    "stale": {"content_age_days", "parent_diversity"},  # a superseded version beside its current one: one parent twice
+    "new-terms": {"query_cluster"},
 }
 SURPRISE = 1e-4  # the chance that one series of clean days exceeds its allowed count
 
@@ -90,7 +92,8 @@ def test_each_incident_raises_its_alarm_within_the_hour(baseline):
     minutes = LEAD + len(kinds) * GAP
     start = DAY0 + timedelta(days=BASELINE_DAYS + CLEAN_DAYS)
     t0 = start.timestamp()
-    state = PartitionState(CoreConfig(), drift=DriftConfig())
+    state = PartitionState(CoreConfig(), Shared(baseline.version, baseline.queries.vocabulary), drift=DriftConfig())
+    state.drift.queries = baseline.queries  # as the agent does once the baseline is active (Ownership.use_baseline)
     fired: dict[int, set] = {}  # minute -> the (app, feature, stat, window) series alarming then
     minute = 0
     delta: dict = {}

@@ -23,7 +23,11 @@ depend on how the stream was partitioned.
 | query_type, language (mixes) | one, `unknown` when missing |
 | filter_outcome (mix) | one per filter, `name:status` |
 
-`query_cluster` is not counted yet.
+| query terms (sample) | the event's hashed terms, in the day's bottom-k sample (queries.py) |
+| query_cluster (mix) | one per query with terms, only while a baseline's `QueryModel` is set, only in the sub-day windows |
+
+The daily `query_cluster` counts are not stored: they depend on the baseline,
+so a stored day's clusters come from its sample when it is evaluated.
 
 Windows shorter than a day (`RECENT`: 5m and 1h) are per replica, like the
 other window gauges (DESIGN.md, "Metrics"): the counts are held per 5-minute
@@ -55,9 +59,11 @@ from agent.core.drift.features import (
     RESULT_COUNT,
     SCORE_GAP,
     SOURCE,
+    QUERY_CLUSTER,
     TOP1_SCORE,
     Grids,
 )
+from agent.core.drift.queries import QUERIES, SAMPLE, QueryModel, merge_sample, sample_key
 from agent.core.facts import Facts
 
 DAY = 86400
@@ -66,10 +72,10 @@ RECENT = (("5m", 300), ("1h", 3600))  # sub-day windows: the whole slots before 
 RECENT_SLOTS = max(seconds for _, seconds in RECENT) // SLOT
 UNKNOWN = "unknown"
 COUNTED_MIXES = (SOURCE, QUERY_TYPE, LANGUAGE, FILTER_OUTCOME)
-_SLOTS = FEATURES + COUNTED_MIXES  # one dict of counts per name, in this order
+_SLOTS = FEATURES + COUNTED_MIXES + (QUERY_CLUSTER,)  # one dict of counts per name, in this order
 _T1, _MEAN, _GAP, _AGE, _COUNT, _LAT, _DIV = (FEATURES.index(f) for f in (
     TOP1_SCORE, MEAN_SCORE, SCORE_GAP, CONTENT_AGE, RESULT_COUNT, LATENCY, PARENT_DIVERSITY))
-_SRC, _QT, _LANG, _FILT = (len(FEATURES) + COUNTED_MIXES.index(m) for m in COUNTED_MIXES)
+_SRC, _QT, _LANG, _FILT, _CLUSTER = range(len(FEATURES), len(_SLOTS))
 
 Key = tuple[int, str]  # (slot, app)
 Row = tuple[str, str, str]  # (ISO day, app, feature or mix)
@@ -90,12 +96,14 @@ class DriftDays:
     checkpoints. Taken slots stay in the ring `recent` reads.
     """
 
-    __slots__ = ("config", "fold_every", "_pending", "_days", "_last", "_buffered", "_ring", "_newest")
+    __slots__ = ("config", "fold_every", "queries", "_pending", "_days", "_last", "_buffered", "_ring", "_newest")
 
     def __init__(self, config: DriftConfig = DriftConfig(), fold_every: int = 16384):
         self.config = config
         self.fold_every = fold_every
-        self._pending: dict[Key, tuple[list, list[dict]]] = {}  # (slot, app) -> (buffers, folded counts)
+        self.queries: QueryModel | None = None  # the active baseline's: counts `query_cluster` when set
+        # (slot, app) -> (buffers, folded counts, sample, query terms to cluster)
+        self._pending: dict[Key, tuple[list, list[dict], dict, list]] = {}
         self._days: dict[int, str] = {}  # day number -> ISO date, memoized
         self._last: dict[str, tuple] = {}  # app -> the slot its last event went to, its buffers and counts
         self._buffered = 0  # events in the buffers
@@ -145,6 +153,14 @@ class DriftDays:
             for f in event.filters:
                 key = f.name, f.status
                 m[key] = m.get(key, 0) + 1
+        terms = query.terms
+        if terms:
+            sample = last[4]
+            sample[sample_key(event.event_id)] = terms
+            if len(sample) >= 2 * SAMPLE:
+                merge_sample(sample, {})
+            if self.queries is not None:
+                last[5].append(terms)
         self._buffered += 1
         if self._buffered >= self.fold_every:
             self._fold()
@@ -153,9 +169,12 @@ class DriftDays:
         """The counts added since the last call, per (day, app, feature or mix)."""
         self._fold()
         out: Deltas = {}
-        for (slot, app), (_, counts) in self._pending.items():
+        for (slot, app), (_, counts, sample, _) in self._pending.items():
             rows = _rows(counts)
-            merge(out, {(self._iso(slot * SLOT // DAY), app, name): dict(found) for name, found in rows.items()})
+            day = self._iso(slot * SLOT // DAY)
+            merge(out, {(day, app, name): dict(found) for name, found in rows.items() if name != QUERY_CLUSTER})
+            if sample:
+                merge(out, {(day, app, QUERIES): merge_sample(sample, {})})
             merge(self._ring.setdefault((slot, app), {}), {("", app, name): found for name, found in rows.items()})
             self._newest = max(self._newest, slot)
         for key in [k for k in self._ring if k[0] <= self._newest - RECENT_SLOTS]:
@@ -176,7 +195,7 @@ class DriftDays:
             for (slot, app), held in self._ring.items():
                 if first <= slot <= last:
                     merge(rows, {key: dict(found) for key, found in held.items()})
-            for (slot, app), (_, counts) in self._pending.items():
+            for (slot, app), (_, counts, _, _) in self._pending.items():
                 if first <= slot <= last:
                     merge(rows, {("", app, n): found for n, found in _rows(counts).items()})
             out[name] = counts_of(rows).get("", {})
@@ -185,8 +204,8 @@ class DriftDays:
     def _slot(self, slot: int, app: str) -> tuple:
         pending = self._pending.get((slot, app))
         if pending is None:
-            pending = self._pending[(slot, app)] = (_empty(), [{} for _ in _SLOTS])
-        last = self._last[app] = (slot, app, pending[0], pending[1])
+            pending = self._pending[(slot, app)] = (_empty(), [{} for _ in _SLOTS], {}, [])
+        last = self._last[app] = (slot, app, *pending)
         return last
 
     def _iso(self, day: int) -> str:
@@ -200,7 +219,11 @@ class DriftDays:
     def _fold(self) -> None:
         """Bin the buffered values into the counts, and empty the buffers."""
         grids = self.config.grids
-        for (_, app), (b, counts) in self._pending.items():
+        for (_, app), (b, counts, _, terms) in self._pending.items():
+            if terms:
+                if self.queries is not None:
+                    _add(counts[_CLUSTER], self.queries.categories(terms))
+                terms.clear()
             for i, feature in enumerate(FEATURES):
                 if b[i]:
                     values = np.frombuffer(b[i], dtype=np.float64)
@@ -255,6 +278,8 @@ def merge(into: Deltas, delta: Deltas) -> None:
         held = into.get(row)
         if held is None:
             into[row] = counts
+        elif row[2] == QUERIES:
+            merge_sample(held, counts)
         else:
             _add(held, counts)
 
@@ -262,14 +287,16 @@ def merge(into: Deltas, delta: Deltas) -> None:
 def counts_of(rows: Deltas) -> dict[str, dict[str, Counts]]:
     """Deltas or stored rows as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read."""
     numeric_names = frozenset(FEATURES)
-    days: dict[str, dict[str, tuple[dict, dict]]] = {}
+    days: dict[str, dict[str, tuple[dict, dict, dict]]] = {}
     for (day, app, name), counts in rows.items():
-        numeric, mixes = days.setdefault(day, {}).setdefault(app, ({}, {}))
-        if name in numeric_names:
+        numeric, mixes, queries = days.setdefault(day, {}).setdefault(app, ({}, {}, {}))
+        if name == QUERIES:
+            merge_sample(queries, {k: tuple(t) for k, t in counts.items()})
+        elif name in numeric_names:
             _add(numeric.setdefault(name, {}), {int(k): int(n) for k, n in counts.items()})
         else:
             _add(mixes.setdefault(name, {}), {str(k): int(n) for k, n in counts.items()})
-    return {day: {app: Counts(n, m) for app, (n, m) in apps.items()} for day, apps in sorted(days.items())}
+    return {day: {app: Counts(*held) for app, held in apps.items()} for day, apps in sorted(days.items())}
 
 
 def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
@@ -281,6 +308,8 @@ def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
                 merge(rows, {("", app, name): dict(cells)})
             for name, cats in counts.mixes.items():
                 merge(rows, {("", app, name): dict(cats)})
+            if counts.queries:
+                merge(rows, {("", app, QUERIES): dict(counts.queries)})
     return counts_of(rows).get("", {})
 
 
