@@ -33,9 +33,9 @@ Windows shorter than a day (`RECENT`: 5m and 1h) are per replica, like the
 other window gauges (DESIGN.md, "Metrics"): the counts are held per 5-minute
 slot of the event time, and what `take` hands over is also kept in a ring of
 the newest `RECENT_SLOTS` slots, so `recent(now)` sums the whole slots each
-window covers (5m: the last whole slot; 1h: the last 12), taken or not. The ring is bounded by its slot count (times the apps);
-it is not checkpointed: a restarted replica fills its windows again within
-the hour.
+window covers (5m: the last whole slot; 1h: the last 12), taken or not. The
+ring is bounded by its slot count (times the apps); it is not checkpointed:
+a restarted replica fills its windows again within the hour.
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ from agent.core.drift.features import (
     LATENCY,
     MEAN_SCORE,
     PARENT_DIVERSITY,
+    QUERY_CLUSTER,
     QUERY_TYPE,
     RESULT_COUNT,
     SCORE_GAP,
     SOURCE,
-    QUERY_CLUSTER,
     TOP1_SCORE,
     Grids,
 )
