@@ -257,7 +257,8 @@ class Agent:
             watched, active = self.drift_watch.baseline, self.parts.active
             if (watched and watched.version) != (active and active.version):
                 self.parts.use_baseline(watched)
-            self.drift_watch.judge_recent(recent_windows([s.drift for s in states if s.drift is not None], now))
+            if watched is not None:  # nothing to judge against otherwise
+                self.drift_watch.judge_recent(recent_windows([s.drift for s in states if s.drift is not None], now))
             self.next_drift = now + RECENT_SECONDS
 
     def health(self) -> tuple[bool, str]:
