@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/exposition.py
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/calibration.py
+	$(BIN)/python bench/drift.py
 
 # Helm reads no file outside its chart: the chart keeps copies of the alert
 # rules and the Grafana dashboards, which tests/test_helm.py compares byte for byte.

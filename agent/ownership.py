@@ -25,6 +25,8 @@ from agent.core.config import CoreConfig
 from agent.core.drift.days import DriftConfig
 from agent.core.judging import JudgingConfig
 from agent.core.partitions import NO_OFFSET, Owned
+from agent.core.drift import Baseline
+from agent.core.state import Baseline as Shared
 from agent.core.state import PartitionState, StateError
 from agent.io import broker
 from agent.io.dead_letters import DeadLetters
@@ -58,6 +60,8 @@ class Ownership:
         self.last_checkpoint: float | None = None
         self.store_ok = True
         self.failures = 0  # failed checkpoints in a row
+        self.active: Baseline | None = None  # the baseline drift is judged against: its vocabulary and clusters
+        self.shared: dict[str, Shared] = {}  # baseline version -> its vocabulary, one object for every partition
 
     def resolve_starts(self, batch: dict) -> bool:
         """Pin where partitions without a checkpoint start, before processing.
@@ -177,8 +181,8 @@ class Ownership:
             if self.queue is not None and self.judging is not None:
                 kept = self.queue.partition_candidates(self.kafka.group_id, tp.topic, tp.partition,
                                                        self.judging.budgets.keep_weeks + 1)
-            state = PartitionState.from_dict(self.core, stored.state, stored.sealed, judging=self.judging, kept=kept,
-                                             drift=self.drift)
+            state = PartitionState.from_dict(self.core, stored.state, stored.sealed, self._vocabularies(stored.state),
+                                             judging=self.judging, kept=kept, drift=self.drift)
         except StateError as exc:
             # A state this release cannot read (written by a newer one, or
             # damaged): start afresh where it stopped rather than crash-loop.
@@ -187,10 +191,38 @@ class Ownership:
             self.resets += 1
             self._reset(tp)
             return Owned.fresh(self._state(), stored.next_offset, stored.topic_id)
+        self._share(state)
         return Owned.restored(state, stored.next_offset, stored.topic_id)
 
     def _state(self) -> PartitionState:
-        return PartitionState(self.core, judging=self.judging, drift=self.drift)
+        return self._share(PartitionState(self.core, judging=self.judging, drift=self.drift))
+
+    def use_baseline(self, baseline: Baseline | None) -> None:
+        """Judge every partition's new terms and query clusters against `baseline` from now on."""
+        if baseline is not None and baseline.queries is not None and baseline.version not in self.shared:
+            self.shared[baseline.version] = Shared(baseline.version, baseline.queries.vocabulary)
+        self.active = baseline
+        for owned in self.owned.values():
+            self._share(owned.state)
+
+    def _share(self, state: PartitionState) -> PartitionState:
+        queries = None if self.active is None else self.active.queries
+        state.baseline = None if queries is None else self.shared[self.active.version]
+        if state.drift is not None:
+            state.drift.queries = queries
+        return state
+
+    def _vocabularies(self, data: dict) -> dict[str, Shared]:
+        """The shared vocabularies a checkpoint may name: the ones in use, and the one it names from the store."""
+        version = data.get("baseline") if isinstance(data, dict) else None
+        if isinstance(version, str) and version not in self.shared and self.drift_store is not None:
+            try:
+                found = self.drift_store.load_baseline(version=version)
+            except (StoreError, ValueError):
+                found = None  # from_dict then says which baseline is missing
+            if found is not None and found.queries is not None:
+                self.shared[version] = Shared(version, found.queries.vocabulary)
+        return self.shared
 
     def _reset(self, tp: TopicPartition) -> None:
         """Forget the partition's checkpoint and its sampler's rows (incidents stay: they happened)."""

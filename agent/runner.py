@@ -17,6 +17,7 @@ from kafka.errors import KafkaError
 from opentelemetry.trace import Link, Tracer
 
 from agent.core import partitions
+from agent.core.drift.days import recent_windows
 from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS
 from agent.core.facts import Facts
 from agent.core.freshness import STALE_RESULTS
@@ -31,6 +32,7 @@ from agent.io.exporter import Latest
 from agent.io.queue import Queue
 from agent.io.drift_settings import drift_config
 from agent.io.drift_store import DriftStore
+from agent.io.drift_watch import RECENT_SECONDS, DriftWatch
 from agent.io.judgment_settings import judging_config
 from agent.io.settings import Settings
 from agent.io.store import Store, StoreError
@@ -45,7 +47,7 @@ SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after 
 class Agent:
     def __init__(self, settings: Settings, store: Store, latest: Latest, tracer: Tracer, consumer, producer,
                  client_id: str | None = None, queue: Queue | None = None, drift_store: DriftStore | None = None,
-                 calibrations: CalibrationWatch | None = None):
+                 drift_watch: DriftWatch | None = None, calibrations: CalibrationWatch | None = None):
         self.kafka = settings.kafka
         self.core = settings.core()
         self.metrics = settings.metrics
@@ -62,6 +64,8 @@ class Agent:
                                drift_config(settings.drift), drift_store)
         self.owned = self.parts.owned
         self.calibrations = calibrations  # the score calibrations in force, refreshed in the background
+        self.drift_watch = drift_watch if drift_store is not None else None
+        self.next_drift = 0.0  # when the sub-day drift windows are evaluated next (time.time())
         self.counters: Tally = {}  # everything this process ingested: only ever grows
         self.exemplars: dict[tuple, tuple[str, float]] = {}
         self.last_progress = time.monotonic()
@@ -253,6 +257,13 @@ class Agent:
             paused=partitions.paused(self.parts.failures),
         )
         self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health))
+        if self.drift_watch is not None and now >= self.next_drift:
+            watched, active = self.drift_watch.baseline, self.parts.active
+            if (watched and watched.version) != (active and active.version):
+                self.parts.use_baseline(watched)
+            if watched is not None:  # nothing to judge against otherwise
+                self.drift_watch.judge_recent(recent_windows([s.drift for s in states if s.drift is not None], now))
+            self.next_drift = now + RECENT_SECONDS
 
     def health(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self.last_progress

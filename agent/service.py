@@ -85,7 +85,7 @@ def build(settings: Settings, tracer_provider=None) -> Running:
         calibration = settings.judgment.calibration
         calibrations = CalibrationWatch(Calibrations(store), gate(calibration), calibration.refresh_seconds)
     agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id, queue,
-                  drift_store, calibrations)
+                  drift_store, watch, calibrations)
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
     return Running(agent, server.start(), store, tracer_provider, judging and judging.start(),

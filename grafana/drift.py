@@ -1,10 +1,11 @@
-"""Drift: do today's and yesterday's retrievals look like the baseline's?
+"""Drift: do the last 5 minutes, the last hour, today and yesterday look like the baseline's?
 
 Every statistic of every feature and mix against its calibrated threshold,
 the alarms, the values each window holds, and the baseline in use. The drift
-families are the store's figures, evaluated every minute by each replica
-(agent/io/drift_watch.py), so every replica exports the same value: `max`,
-never `sum`. Statistics are shown as a share of their threshold (1 is the
+families of `today` and `yesterday` are the store's figures, evaluated every
+minute by each replica (agent/io/drift_watch.py), so every replica exports
+the same value; `5m` and `1h` are each replica's own traffic: `max`, never
+`sum`. Statistics are shown as a share of their threshold (1 is the
 threshold, above is an alarm; for the chi-square p-value, which alarms
 below, the threshold divided by the p-value), so statistics of different
 scales share one axis. The thresholds are the baseline's own (docs/drift.md),
@@ -22,8 +23,8 @@ GROUPS = (  # the alert groups' features (rules group ragdrift-drift), then the 
     ("Scores", 'feature=~"top1_score|mean_admitted_score|score_gap"', "RagdriftScoreDrift"),
     ("Content age", 'feature="content_age_days"', "RagdriftContentAgeDrift"),
     ("Source mix", 'feature="source"', "RagdriftSourceConcentration"),
-    ("Query mix", 'feature=~"query_type|language"', "RagdriftQueryMixDrift"),
-    ("Other features", 'feature!~"top1_score|mean_admitted_score|score_gap|content_age_days|source|query_type|language"',
+    ("Query mix", 'feature=~"query_type|language|query_cluster"', "RagdriftQueryMixDrift"),
+    ("Other features", 'feature!~"top1_score|mean_admitted_score|score_gap|content_age_days|source|query_type|language|query_cluster"',
      None),
 )
 
@@ -39,17 +40,18 @@ def ratio(selector: str) -> str:
 
 def build(rules: Rules):
     b = Board(rules, UID, "ragdrift / Drift",
-              "Do the retrievals of today (the UTC day so far) and yesterday look like the baseline's? Each drift "
+              "Do the retrievals of the last 5 minutes and hour (per replica), today (the UTC day so far) and "
+              "yesterday look like the baseline's? Each drift "
               "statistic against its calibrated threshold, the alarms behind the drift alerts, and the baseline in "
               "use (docs/drift.md).")
     alarms = f"{BY} (ragdrift_drift_alarm{{{APP}}})"
     b.row(
         "Now",
         b.stat("Alarming statistics", "Statistics beyond their threshold now, over the selected apps, every "
-               "feature and both windows (the drift alerts fire on one held for 30 minutes).", "none",
+               "feature and window (the drift alerts fire on one held for 30 minutes).", "none",
                [Q(f"sum(\n  {alarms}\n)\nor vector(0)")], zero_is_good=True, decimals=0, width=6),
         b.bars("Alarms by feature", "Statistics beyond their threshold now, per feature or mix (selected apps, "
-               "both windows).", "none", [Q(f"sort_desc(\n  sum by (feature) (\n    {alarms}\n  )\n)", "{{feature}}",
+               "every window).", "none", [Q(f"sort_desc(\n  sum by (feature) (\n    {alarms}\n  )\n)", "{{feature}}",
                                             instant=True)], width=10, height=6),
         b.table("Baseline in use", "The newest stored baseline, which every replica evaluates against "
                 "(`ragdrift baseline list`; freeze a new one with `ragdrift baseline freeze`).",

@@ -56,7 +56,7 @@ def _day(text: str, flag: str) -> str:
 
 def freeze_baseline(args: argparse.Namespace) -> int:
     from agent.core.drift import freeze
-    from agent.io.drift_settings import calibration
+    from agent.io.drift_settings import calibration, grids
 
     settings = settings_from(args.config)
     first, last = _day(args.first, "--from"), _day(args.last, "--to")
@@ -70,7 +70,7 @@ def freeze_baseline(args: argparse.Namespace) -> int:
             raise UsageError(f"no drift counts stored from {first} to {last}{only}: nothing to freeze")
         d = settings.drift
         try:
-            baseline = freeze(days, args.name, n_bins=d.bins, max_categories=d.max_categories,
+            baseline = freeze(days, args.name, grids(d), n_bins=d.bins, max_categories=d.max_categories,
                               calibration=calibration(d))
         except ValueError as exc:
             raise UsageError(str(exc)) from None

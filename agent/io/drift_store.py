@@ -1,7 +1,9 @@
 """The daily drift counts and the frozen baselines, as rows in the store.
 
 `ragdrift_drift_days` holds one row per (group, UTC day, app, feature or mix):
-its sparse counts as JSON ({"cell": n} or {"category": n}). A checkpoint adds
+its sparse counts as JSON ({"cell": n} or {"category": n}), or for
+`query_terms` the day's bottom-k sample of hashed query terms ({"key": [terms]},
+merged by union: agent/core/drift/queries.py). A checkpoint adds
 each partition's deltas (agent/core/drift/days.py) to the stored counts in the
 transaction that moves the offsets past the events, so every event is counted
 exactly once, summed over partitions and replicas. The add is a read-modify-
@@ -28,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agent.core.drift import Baseline
 from agent.core.drift.days import Deltas, counts_of, merge
+from agent.core.drift.queries import QUERIES, merge_sample
 from agent.io.store import StoreError
 
 _DAYS = "ragdrift_drift_days"
@@ -94,7 +97,9 @@ class DriftStore:
                 where = (d.group_id == group_id, d.day == day, d.app == app, d.feature == feature)
                 query = select(d.counts).where(*where)
                 stored = orjson.loads(conn.execute(query.with_for_update() if self.store.postgres else query).scalar_one())
-                for key, n in total[(day, app, feature)].items():
+                if feature == QUERIES:  # a bottom-k sample: union, the k smallest keys kept
+                    merge_sample(stored, total[(day, app, feature)])
+                for key, n in total[(day, app, feature)].items() if feature != QUERIES else ():
                     key = str(key)
                     stored[key] = stored.get(key, 0) + n
                 conn.execute(update(self.days).where(*where).values(counts=orjson.dumps(stored)))

@@ -8,6 +8,11 @@ same figures as `ragdrift drift --day` of that day), and evaluates them with
 scrape never reads the store nor computes. Every replica reads the one store,
 so every replica exports the same figures (aggregate with `max`).
 
+The sub-day windows (`5m`, `1h`: agent/core/drift/days.py `RECENT`) are per
+replica, like the other window gauges: the agent loop hands the counts its
+partitions hold to `judge_recent` every `RECENT_SECONDS`, which evaluates them
+against the baseline the last refresh loaded.
+
 Label values are bounded: apps are the baseline's (frozen), features, stats
 and windows are fixed sets. Without a stored baseline nothing is exported
 (`absent(ragdrift_drift_baseline_info)` tells).
@@ -17,21 +22,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from agent.core.drift import Finding, evaluate
+from agent.core.drift import Baseline, DayData, Finding, evaluate
 from agent.core.drift.days import window as summed
 from agent.io.drift_store import DriftStore
 from agent.io.store import StoreError
 
 log = logging.getLogger("ragdrift.drift")
 REFRESH_SECONDS = 60.0
-WINDOWS = ("today", "yesterday")
+RECENT_SECONDS = 15.0  # sub-day windows are evaluated this often: once per scrape at a 15 s interval
+WINDOWS = ("5m", "1h", "today", "yesterday")
 
 
 @dataclass(frozen=True)
@@ -46,21 +52,28 @@ def windows_of(now: float) -> dict[str, str]:
     return {"today": today.isoformat(), "yesterday": (today - timedelta(days=1)).isoformat()}
 
 
-def judge(store: DriftStore, group_id: str, now: float) -> DriftStatus:
-    """The newest baseline and each window's findings against it (reads the store)."""
+def judge(store: DriftStore, group_id: str, now: float) -> tuple[Baseline | None, DriftStatus]:
+    """The newest baseline and each daily window's findings against it (reads the store)."""
     try:
         baseline = store.load_baseline()
     except ValueError as exc:  # a stored document that does not match its version
         raise StoreError(f"cannot read the newest baseline: {exc}") from exc
     if baseline is None:
-        return DriftStatus()
+        return None, DriftStatus()
     days = windows_of(now)
     stored = store.stored_days(group_id, min(days.values()), max(days.values()))
     findings = []
     for name, day in days.items():
         if day in stored:
             findings += [(name, f) for f in evaluate(baseline, summed({day: stored[day]}))]
-    return DriftStatus((baseline.name, baseline.version), tuple(findings))
+    return baseline, DriftStatus((baseline.name, baseline.version), tuple(findings))
+
+
+def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData]) -> tuple[tuple[str, Finding], ...]:
+    """Findings of in-memory windows (window label -> app -> counts) against a baseline."""
+    if baseline is None:
+        return ()
+    return tuple((name, f) for name, counts in windows.items() for f in evaluate(baseline, counts))
 
 
 class DriftWatch:
@@ -71,6 +84,8 @@ class DriftWatch:
         self.group_id = group_id
         self.clock = clock
         self.status = DriftStatus()
+        self.baseline: Baseline | None = None  # the one the last refresh loaded
+        self.recent: tuple[tuple[str, Finding], ...] = ()  # the sub-day windows' findings (judge_recent)
         self.scheduler = BackgroundScheduler(timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1})
         self.scheduler.add_job(self.refresh, "interval", seconds=REFRESH_SECONDS, id="drift-refresh")
 
@@ -82,9 +97,13 @@ class DriftWatch:
     def stop(self) -> None:
         self.scheduler.shutdown(wait=False)
 
+    def judge_recent(self, windows: Mapping[str, DayData]) -> None:
+        """Evaluate the replica's sub-day windows against the loaded baseline (called by the agent loop)."""
+        self.recent = judge_windows(self.baseline, windows)
+
     def refresh(self) -> None:
         try:
-            self.status = judge(self.store, self.group_id, self.clock())
+            self.baseline, self.status = judge(self.store, self.group_id, self.clock())
         except StoreError as exc:  # keep the last figures; the next refresh tries again
             log.warning("cannot evaluate drift", extra={"error": str(exc)})
         except Exception:
@@ -101,7 +120,10 @@ class DriftCollector:
         return self._render(DriftStatus(("", "")))
 
     def collect(self) -> Iterator[Metric]:
-        return self._render(self.watch.status)
+        status = self.watch.status
+        if status.baseline is not None:
+            status = DriftStatus(status.baseline, self.watch.recent + status.findings)
+        return self._render(status)
 
     def _render(self, status: DriftStatus) -> Iterator[Metric]:
         labels = ["app", "feature", "stat", "window"]

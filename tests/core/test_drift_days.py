@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from agent.core.config import CoreConfig
 from agent.core.decoder import decode
-from agent.core.drift import DEFAULT_GRIDS, FEATURES
-from agent.core.drift.days import DriftConfig, DriftDays, counts_of, merge, window
+from agent.core.drift import DEFAULT_GRIDS, FEATURES, Counts
+from agent.core.drift.days import RECENT, RECENT_SLOTS, SLOT, DriftConfig, DriftDays, counts_of, merge, window
 from agent.core.facts import facts_of
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
@@ -103,3 +103,30 @@ def _tally(keys) -> dict:
     for k in keys:
         out[k] = out.get(k, 0) + 1
     return out
+
+
+@FAST
+@given(st.lists(st.integers(min_value=1, max_value=len(FACTS) - 1), max_size=8), st.integers(0, len(FACTS) - 1))
+def test_recent_windows_sum_the_slots_they_cover_taken_or_not(cuts, at):
+    days = DriftDays(fold_every=7)
+    for i, f in enumerate(FACTS):
+        days.observe(f)
+        if i in cuts:
+            days.take()
+    now = FACTS[at].ts
+    found = days.recent(now)
+    assert set(found) == {name for name, _ in RECENT}
+    for name, seconds in RECENT:
+        last = int(now // SLOT) - 1  # whole slots only
+        inside = [f for f in FACTS if last - seconds // SLOT < int(f.ts // SLOT) <= last]
+        expected = window(counts_of(whole(inside)))  # the sub-day windows hold no query sample
+        assert found[name] == {app: Counts(c.numeric, c.mixes) for app, c in expected.items()}, name
+
+
+def test_the_ring_keeps_only_the_newest_hour_of_slots():
+    days = DriftDays()
+    for f in FACTS:
+        days.observe(f)
+        days.take()
+    assert {slot for slot, _ in days._ring} == set(range(int(FACTS[-1].ts // SLOT) - RECENT_SLOTS + 1,
+                                                        int(FACTS[-1].ts // SLOT) + 1)) & {int(f.ts // SLOT) for f in FACTS}

@@ -10,11 +10,11 @@ from prometheus_client import CollectorRegistry
 
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
-from agent.core.drift.days import DriftConfig, window
+from agent.core.drift.days import DriftConfig, recent_windows, window
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
 from agent.io.drift_store import TABLES, DriftStore
-from agent.io.drift_watch import DriftCollector, DriftWatch, windows_of
+from agent.io.drift_watch import DriftCollector, DriftStatus, DriftWatch, windows_of
 from agent.io.store import Checkpoint, Store, StoreError
 from agent.synth import Incident, generate
 
@@ -81,6 +81,26 @@ def test_findings_of_today_and_yesterday_against_the_newest_baseline(drift):
     assert {dict(k)["window"] for k in alarms} == {"today", "yesterday"}
     today_top1 = [v for k, v in alarms.items() if dict(k)["window"] == "today" and dict(k)["feature"] == "top1_score"]
     assert today_top1 and max(today_top1) == 1.0, "the score-drift incident of today alarms"
+
+
+def test_sub_day_windows_of_the_replica_are_rendered_beside_the_daily_ones(drift):
+    baseline = freeze(drift.stored_days(GROUP, "2026-03-01", "2026-03-07"), "hourly")
+    watch = DriftWatch(drift, GROUP, clock=lambda: NOW)
+    watch.judge_recent({"5m": {}})
+    assert watch.recent == (), "no baseline loaded yet: nothing judged"
+    watch.baseline, watch.status = baseline, DriftStatus(("hourly", baseline.version))  # as a refresh leaves them
+    state = PartitionState(CoreConfig(), drift=DriftConfig())
+    start = DAY0 + timedelta(days=9)
+    for line in generate(2400, seed=9, start=start, rate=2400 / 3600, incidents=[Incident("score-drift", 40)]):
+        state.process(line)
+    windows = recent_windows([state.drift], (start + timedelta(hours=1)).timestamp() - 1)
+    watch.judge_recent(windows)
+    got = samples(watch)["ragdrift_drift_alarm"]
+    for name in ("5m", "1h"):
+        expected = {(("app", f.app), ("feature", f.feature), ("stat", f.stat), ("window", name)): float(f.alarm)
+                    for f in evaluate(baseline, windows[name])}
+        assert expected and {k: v for k, v in got.items() if dict(k)["window"] == name} == expected
+    assert {dict(k)["window"] for k in got} == {"5m", "1h"}
 
 
 def test_a_newer_baseline_replaces_the_old_and_a_store_error_keeps_the_last_figures(drift, monkeypatch):

@@ -464,3 +464,24 @@ def test_operations_example_lists_every_key_and_loads(tmp_path):
     doc["kafka"]["client"]["sasl_plain_password_file"] = str(secret)
     s = load(write(tmp_path, yaml.safe_dump(doc)), environ={})
     assert s.kafka.client["sasl_plain_password"] == "x"
+
+
+def test_drift_grids_per_app_are_read_and_checked(tmp_path):
+    from agent.core.drift import DEFAULT_GRIDS, Grid
+    from agent.io.drift_settings import drift_config
+
+    s = load(write(tmp_path, """
+        drift:
+          grids:
+            docs-search:
+              top1_score: {lo: 0.7, hi: 0.9, cells: 400}
+              latency_seconds: {lo: 0, hi: 60, cells: 600, scale: 0.01}
+    """), environ={})
+    g = drift_config(s.drift).grids
+    assert g.grid("docs-search", "top1_score") == Grid(0.7, 0.9, 400)
+    assert g.grid("docs-search", "latency_seconds") == Grid(0.0, 60.0, 600, scale=0.01)
+    assert g.grid("support-bot", "top1_score") == DEFAULT_GRIDS["top1_score"]
+    with pytest.raises(ConfigError, match=r"drift\.grids\.docs-search\.source: not a numeric drift feature"):
+        load(write(tmp_path, "drift: {grids: {docs-search: {source: {lo: 0, hi: 1, cells: 3}}}}"), environ={})
+    with pytest.raises(ConfigError, match=r"drift\.grids\.a\.top1_score: grid needs finite lo < hi"):
+        load(write(tmp_path, "drift: {grids: {a: {top1_score: {lo: 1, hi: 0, cells: 3}}}}"), environ={})

@@ -28,7 +28,8 @@ import numpy as np
 
 from agent.core.drift.bins import Bins, Categories
 from agent.core.drift.calibrate import Calibration, Threshold, alarm, calibrate_thresholds
-from agent.core.drift.features import Grids
+from agent.core.drift.features import QUERY_CLUSTER, Grids
+from agent.core.drift.queries import QueryModel, Sample, fit
 from agent.core.drift.stats import MIX_STATS, NUMERIC_STATS, statistic
 
 BASELINE_FORMAT = 1
@@ -40,6 +41,7 @@ class Counts:
 
     numeric: Mapping[str, Sequence[int] | Mapping[int, int]] = field(default_factory=dict)  # fine counts
     mixes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # mix -> category -> count
+    queries: Sample = field(default_factory=dict)  # the day's bottom-k sample of hashed query terms (queries.py)
 
     def to_dict(self) -> dict:
         """Plain data for the store: fine counts sparse, as {"cell": count} without zeros."""
@@ -47,12 +49,16 @@ class Counts:
         for feature, counts in self.numeric.items():
             items = counts.items() if isinstance(counts, Mapping) else enumerate(counts)
             numeric[feature] = {str(int(i)): int(n) for i, n in items if n}
-        return {"numeric": numeric, "mixes": {m: {k: int(n) for k, n in c.items()} for m, c in self.mixes.items()}}
+        out = {"numeric": numeric, "mixes": {m: {k: int(n) for k, n in c.items()} for m, c in self.mixes.items()}}
+        if self.queries:
+            out["queries"] = {k: list(t) for k, t in self.queries.items()}
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Counts:
         return cls({f: {int(i): int(n) for i, n in c.items()} for f, c in data.get("numeric", {}).items()},
-                   {m: {k: int(n) for k, n in c.items()} for m, c in data.get("mixes", {}).items()})  # fmt: skip
+                   {m: {k: int(n) for k, n in c.items()} for m, c in data.get("mixes", {}).items()},
+                   {k: tuple(t) for k, t in data.get("queries", {}).items()})  # fmt: skip
 
 
 DayData = Mapping[str, Counts]  # app -> its counts for one day (or one window)
@@ -92,10 +98,12 @@ class Baseline:
     max_categories: int
     calibration: Calibration
     apps: Mapping[str, AppBaseline]
+    queries: QueryModel | None = None  # the vocabulary and query clusters, when the days sampled terms
 
     def content(self) -> dict:
         """Everything the version hashes: all but the name and the version."""
-        return {
+        queries = {} if self.queries is None else {"queries": self.queries.to_dict()}
+        return {**queries,
             "format": BASELINE_FORMAT, "days": list(self.days), "n_bins": self.n_bins,
             "max_categories": self.max_categories, "calibration": self.calibration.to_dict(),
             "apps": {app: {"numeric": {f: r.to_dict() for f, r in a.numeric.items()},
@@ -119,8 +127,9 @@ class Baseline:
                              {m: Reference.from_dict(r, mix=True) for m, r in a["mixes"].items()})
             for app, a in data["apps"].items()
         }  # fmt: skip
+        queries = None if data.get("queries") is None else QueryModel.from_dict(data["queries"])
         out = cls(str(data["name"]), str(data["version"]), tuple(data["days"]), int(data["n_bins"]),
-                  int(data["max_categories"]), Calibration.from_dict(data["calibration"]), apps)  # fmt: skip
+                  int(data["max_categories"]), Calibration.from_dict(data["calibration"]), apps, queries)  # fmt: skip
         if out.version != version_of(out.content()):
             raise ValueError(f"baseline {out.name!r}: content does not match version {out.version}")
         return out
@@ -149,14 +158,19 @@ def freeze(
     n_bins: int = 10,
     max_categories: int = 20,
     calibration: Calibration = Calibration(),
+    clusters: int = 8,
 ) -> Baseline:
-    """A baseline from daily counts keyed by ISO date; ValueError when there is nothing to freeze."""
+    """A baseline from daily counts keyed by ISO date; ValueError when there is nothing to freeze.
+
+    Days with query samples also give the baseline its `QueryModel` (`clusters`
+    centres) and each day its `query_cluster` counts (queries.py)."""
     for day in days:
         try:
             date.fromisoformat(day)
         except (TypeError, ValueError):
             raise ValueError(f"baseline days are keyed by ISO date (YYYY-MM-DD), got {day!r}") from None
     order = sorted(days)
+    days, queries = _with_clusters(days, order, clusters, calibration.seed)
     apps = {}
     for app in sorted({app for day in days.values() for app in day}):
         per_day = [days[d].get(app, Counts()) for d in order]
@@ -184,8 +198,22 @@ def freeze(
             apps[app] = AppBaseline(numeric, mixes)
     if not apps:
         raise ValueError(f"no data to freeze baseline {name!r} from: {len(days)} days, no counts in any")
-    content = Baseline(name, "", tuple(order), n_bins, max_categories, calibration, apps).content()
-    return Baseline(name, version_of(content), tuple(order), n_bins, max_categories, calibration, apps)
+    content = Baseline(name, "", tuple(order), n_bins, max_categories, calibration, apps, queries).content()
+    return Baseline(name, version_of(content), tuple(order), n_bins, max_categories, calibration, apps, queries)
+
+
+def _with_clusters(days: Mapping[str, DayData], order: list[str], clusters: int, seed: int):
+    """The days with their `query_cluster` counts from their samples, and the model; days as given without samples."""
+    names = [sorted(days[d]) for d in order]
+    fitted = fit([[days[d][app].queries for app in apps] for d, apps in zip(order, names)], clusters, seed)
+    if fitted is None:
+        return days, None
+    model, counts = fitted
+    out = {}
+    for d, apps, found in zip(order, names, counts):
+        out[d] = {app: Counts(days[d][app].numeric, {**days[d][app].mixes, QUERY_CLUSTER: cats}, days[d][app].queries)
+                  for app, cats in zip(apps, found)}  # fmt: skip
+    return out, model
 
 
 def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
@@ -193,6 +221,10 @@ def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
     out = []
     for app in sorted(set(baseline.apps) & set(window)):
         ref, counts = baseline.apps[app], window[app]
+        if baseline.queries is not None and counts.queries and QUERY_CLUSTER not in counts.mixes:
+            # a stored day: its sample's clusters (a sub-day window counts every query as it comes)
+            cats = baseline.queries.categories(counts.queries[k] for k in sorted(counts.queries))
+            counts = Counts(counts.numeric, {**counts.mixes, QUERY_CLUSTER: cats})
         pairs = [(f, r, r.bins.rebin(counts.numeric[f])) for f, r in ref.numeric.items() if f in counts.numeric]
         pairs += [(m, r, np.array(r.bins.fold(counts.mixes[m]))) for m, r in ref.mixes.items() if m in counts.mixes]
         for feature, r, coarse in sorted(pairs, key=lambda p: p[0]):

@@ -23,7 +23,19 @@ depend on how the stream was partitioned.
 | query_type, language (mixes) | one, `unknown` when missing |
 | filter_outcome (mix) | one per filter, `name:status` |
 
-`query_cluster` is not counted yet.
+| query terms (sample) | the event's hashed terms, in the day's bottom-k sample (queries.py) |
+| query_cluster (mix) | one per query with terms, only while a baseline's `QueryModel` is set, only in the sub-day windows |
+
+The daily `query_cluster` counts are not stored: they depend on the baseline,
+so a stored day's clusters come from its sample when it is evaluated.
+
+Windows shorter than a day (`RECENT`: 5m and 1h) are per replica, like the
+other window gauges (DESIGN.md, "Metrics"): the counts are held per 5-minute
+slot of the event time, and what `take` hands over is also kept in a ring of
+the newest `RECENT_SLOTS` slots, so `recent(now)` sums the whole slots each
+window covers (5m: the last whole slot; 1h: the last 12), taken or not. The
+ring is bounded by its slot count (times the apps); it is not checkpointed:
+a restarted replica fills its windows again within the hour.
 """
 
 from __future__ import annotations
@@ -43,6 +55,7 @@ from agent.core.drift.features import (
     LATENCY,
     MEAN_SCORE,
     PARENT_DIVERSITY,
+    QUERY_CLUSTER,
     QUERY_TYPE,
     RESULT_COUNT,
     SCORE_GAP,
@@ -50,17 +63,21 @@ from agent.core.drift.features import (
     TOP1_SCORE,
     Grids,
 )
+from agent.core.drift.queries import QUERIES, SAMPLE, QueryModel, merge_sample, sample_key
 from agent.core.facts import Facts
 
 DAY = 86400
+SLOT = 300  # seconds per slot of the sub-day windows
+RECENT = (("5m", 300), ("1h", 3600))  # sub-day windows: the whole slots before the one holding `now`
+RECENT_SLOTS = max(seconds for _, seconds in RECENT) // SLOT
 UNKNOWN = "unknown"
 COUNTED_MIXES = (SOURCE, QUERY_TYPE, LANGUAGE, FILTER_OUTCOME)
-_SLOTS = FEATURES + COUNTED_MIXES  # one dict of counts per name, in this order
+_SLOTS = FEATURES + COUNTED_MIXES + (QUERY_CLUSTER,)  # one dict of counts per name, in this order
 _T1, _MEAN, _GAP, _AGE, _COUNT, _LAT, _DIV = (FEATURES.index(f) for f in (
     TOP1_SCORE, MEAN_SCORE, SCORE_GAP, CONTENT_AGE, RESULT_COUNT, LATENCY, PARENT_DIVERSITY))
-_SRC, _QT, _LANG, _FILT = (len(FEATURES) + COUNTED_MIXES.index(m) for m in COUNTED_MIXES)
+_SRC, _QT, _LANG, _FILT, _CLUSTER = range(len(FEATURES), len(_SLOTS))
 
-Key = tuple[str, str]  # (ISO day, app)
+Key = tuple[int, str]  # (slot, app)
 Row = tuple[str, str, str]  # (ISO day, app, feature or mix)
 Deltas = dict[Row, dict]  # -> {fine cell (int) or category (str): count}, zeros left out
 
@@ -73,28 +90,33 @@ class DriftConfig:
 class DriftDays:
     """One partition's daily drift counts since the last `take`.
 
-    The hot path only appends each event's values to buffers per (day, app);
-    they are binned with numpy (and mixes counted) every `fold_every` events
-    and at `take`, so memory stays bounded between checkpoints.
+    The hot path only appends each event's values to buffers per (5-minute
+    slot, app); they are binned with numpy (and mixes counted) every
+    `fold_every` events and at `take`, so memory stays bounded between
+    checkpoints. Taken slots stay in the ring `recent` reads.
     """
 
-    __slots__ = ("config", "fold_every", "_pending", "_days", "_last", "_buffered")
+    __slots__ = ("config", "fold_every", "queries", "_pending", "_days", "_last", "_buffered", "_ring", "_newest")
 
     def __init__(self, config: DriftConfig = DriftConfig(), fold_every: int = 16384):
         self.config = config
         self.fold_every = fold_every
-        self._pending: dict[Key, tuple[list, list[dict]]] = {}  # (day, app) -> (buffers, folded counts)
+        self.queries: QueryModel | None = None  # the active baseline's: counts `query_cluster` when set
+        # (slot, app) -> (buffers, folded counts, sample, query terms to cluster)
+        self._pending: dict[Key, tuple[list, list[dict], dict, list]] = {}
         self._days: dict[int, str] = {}  # day number -> ISO date, memoized
-        self._last: dict[str, tuple] = {}  # app -> the day its last event went to, its buffers and counts
+        self._last: dict[str, tuple] = {}  # app -> the slot its last event went to, its buffers and counts
         self._buffered = 0  # events in the buffers
+        self._ring: dict[Key, Deltas] = {}  # (slot, app) -> taken counts by ("", app, name), newest slots only
+        self._newest = 0  # the newest slot taken
 
     def observe(self, facts: Facts) -> None:
         event = facts.event
         app = event.app
-        day = int(facts.ts // DAY)
+        slot = int(facts.ts // SLOT)
         last = self._last.get(app)
-        if last is None or last[0] != day:
-            last = self._slot(day, app)
+        if last is None or last[0] != slot:
+            last = self._slot(slot, app)
         b = last[2]
         x = facts.top1
         if x is not None:
@@ -131,6 +153,14 @@ class DriftDays:
             for f in event.filters:
                 key = f.name, f.status
                 m[key] = m.get(key, 0) + 1
+        terms = query.terms
+        if terms:
+            sample = last[4]
+            sample[sample_key(event.event_id)] = terms
+            if len(sample) >= 2 * SAMPLE:
+                merge_sample(sample, {})
+            if self.queries is not None:
+                last[5].append(terms)
         self._buffered += 1
         if self._buffered >= self.fold_every:
             self._fold()
@@ -138,36 +168,62 @@ class DriftDays:
     def take(self) -> Deltas:
         """The counts added since the last call, per (day, app, feature or mix)."""
         self._fold()
-        out = {}
-        for (day, app), (_, counts) in self._pending.items():
-            for i in (_QT, _LANG):
-                if None in counts[i]:
-                    n = counts[i].pop(None)
-                    counts[i][UNKNOWN] = counts[i].get(UNKNOWN, 0) + n
-            counts[_FILT] = {f"{name}:{status}": n for (name, status), n in counts[_FILT].items()}
-            for name, found in zip(_SLOTS, counts):
-                if found:
-                    out[(day, app, name)] = found
+        out: Deltas = {}
+        for (slot, app), (_, counts, sample, _) in self._pending.items():
+            rows = _rows(counts)
+            day = self._iso(slot * SLOT // DAY)
+            merge(out, {(day, app, name): dict(found) for name, found in rows.items() if name != QUERY_CLUSTER})
+            if sample:
+                merge(out, {(day, app, QUERIES): merge_sample(sample, {})})
+            merge(self._ring.setdefault((slot, app), {}), {("", app, name): found for name, found in rows.items()})
+            self._newest = max(self._newest, slot)
+        for key in [k for k in self._ring if k[0] <= self._newest - RECENT_SLOTS]:
+            del self._ring[key]
         self._pending = {}
         self._last = {}
         return out
 
-    def _slot(self, day: int, app: str) -> tuple:
+    def recent(self, now: float) -> dict[str, dict[str, Counts]]:
+        """Each sub-day window's counts per app (`RECENT`): the whole slots before the one holding `now`
+        (a window of the slot still filling would judge a few events at first, then more)."""
+        self._fold()
+        last = int(now // SLOT) - 1
+        out: dict[str, dict[str, Counts]] = {}
+        for name, seconds in RECENT:
+            first = last - seconds // SLOT + 1
+            rows: Deltas = {}
+            for (slot, app), held in self._ring.items():
+                if first <= slot <= last:
+                    merge(rows, {key: dict(found) for key, found in held.items()})
+            for (slot, app), (_, counts, _, _) in self._pending.items():
+                if first <= slot <= last:
+                    merge(rows, {("", app, n): found for n, found in _rows(counts).items()})
+            out[name] = counts_of(rows).get("", {})
+        return out
+
+    def _slot(self, slot: int, app: str) -> tuple:
+        pending = self._pending.get((slot, app))
+        if pending is None:
+            pending = self._pending[(slot, app)] = (_empty(), [{} for _ in _SLOTS], {}, [])
+        last = self._last[app] = (slot, app, *pending)
+        return last
+
+    def _iso(self, day: int) -> str:
         iso = self._days.get(day)
         if iso is None:
             if len(self._days) >= 64:
                 self._days.clear()
             iso = self._days[day] = _iso(day)
-        pending = self._pending.get((iso, app))
-        if pending is None:
-            pending = self._pending[(iso, app)] = (_empty(), [{} for _ in _SLOTS])
-        last = self._last[app] = (day, app, pending[0], pending[1])
-        return last
+        return iso
 
     def _fold(self) -> None:
         """Bin the buffered values into the counts, and empty the buffers."""
         grids = self.config.grids
-        for (_, app), (b, counts) in self._pending.items():
+        for (_, app), (b, counts, _, terms) in self._pending.items():
+            if terms:
+                if self.queries is not None:
+                    _add(counts[_CLUSTER], self.queries.categories(terms))
+                terms.clear()
             for i, feature in enumerate(FEATURES):
                 if b[i]:
                     values = np.frombuffer(b[i], dtype=np.float64)
@@ -184,6 +240,23 @@ class DriftDays:
                         counts[i] = found
             b[:] = _empty()
         self._buffered = 0
+
+
+def _rows(counts: list[dict]) -> dict[str, dict]:
+    """A slot's counts by feature or mix, mixes keyed by their stored names (copies; empty ones left out)."""
+    out = {}
+    for i, (name, found) in enumerate(zip(_SLOTS, counts)):
+        if i in (_QT, _LANG):
+            found = {UNKNOWN if k is None else k: 0 for k in found}
+            for k, n in counts[i].items():
+                found[UNKNOWN if k is None else k] += n
+        elif i == _FILT:
+            found = {f"{f}:{status}": n for (f, status), n in found.items()}
+        else:
+            found = dict(found)
+        if found:
+            out[name] = found
+    return out
 
 
 def _empty() -> list:
@@ -205,6 +278,8 @@ def merge(into: Deltas, delta: Deltas) -> None:
         held = into.get(row)
         if held is None:
             into[row] = counts
+        elif row[2] == QUERIES:
+            merge_sample(held, counts)
         else:
             _add(held, counts)
 
@@ -212,14 +287,16 @@ def merge(into: Deltas, delta: Deltas) -> None:
 def counts_of(rows: Deltas) -> dict[str, dict[str, Counts]]:
     """Deltas or stored rows as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read."""
     numeric_names = frozenset(FEATURES)
-    days: dict[str, dict[str, tuple[dict, dict]]] = {}
+    days: dict[str, dict[str, tuple[dict, dict, dict]]] = {}
     for (day, app, name), counts in rows.items():
-        numeric, mixes = days.setdefault(day, {}).setdefault(app, ({}, {}))
-        if name in numeric_names:
+        numeric, mixes, queries = days.setdefault(day, {}).setdefault(app, ({}, {}, {}))
+        if name == QUERIES:
+            merge_sample(queries, {k: tuple(t) for k, t in counts.items()})
+        elif name in numeric_names:
             _add(numeric.setdefault(name, {}), {int(k): int(n) for k, n in counts.items()})
         else:
             _add(mixes.setdefault(name, {}), {str(k): int(n) for k, n in counts.items()})
-    return {day: {app: Counts(n, m) for app, (n, m) in apps.items()} for day, apps in sorted(days.items())}
+    return {day: {app: Counts(*held) for app, held in apps.items()} for day, apps in sorted(days.items())}
 
 
 def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
@@ -231,4 +308,12 @@ def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
                 merge(rows, {("", app, name): dict(cells)})
             for name, cats in counts.mixes.items():
                 merge(rows, {("", app, name): dict(cats)})
+            if counts.queries:
+                merge(rows, {("", app, QUERIES): dict(counts.queries)})
     return counts_of(rows).get("", {})
+
+
+def recent_windows(partitions, now: float) -> dict[str, dict[str, Counts]]:
+    """The sub-day windows of several partitions (`DriftDays`), summed per app: what a replica evaluates."""
+    held = [p.recent(now) for p in partitions]
+    return {name: window({str(i): r[name] for i, r in enumerate(held)}) for name, _ in RECENT}
