@@ -520,9 +520,11 @@ def live(broker, prometheus_bin, tmp_path_factory):
         for family in ("ragdrift_unauthorized_results_total", "ragdrift_stale_conflict_retrievals_total"):
             wait_until(lambda: prom.query_value(f"sum({family})") == agent.value(family), 30, 0.2,
                        f"Prometheus scraped the final {family}")
-        # Enough samples for every [1m] range (and the judgment gauges, read at start).
-        wait_until(lambda: (prom.query_value('min(count_over_time(up{job="ragdrift"}[1m]))') or 0) >= 4,
-                   30, 0.2, "four scrapes")
+        # Enough samples for every [1m] range (and the judgment gauges, read at start): four
+        # scrapes that carried the retrieval families, not four attempts (a scrape while the
+        # agent restores its partitions and baseline may time out, and still counts in `up`).
+        wait_until(lambda: (prom.query_value('min(count_over_time(ragdrift_retrievals_total[1m]))') or 0) >= 4,
+                   30, 0.2, "four scrapes of the retrieval families")
         text = http_get(f"http://127.0.0.1:{port}/metrics").decode()
         yield SimpleNamespace(prom=prom, agent=agent, metrics_text=text, instance=f"127.0.0.1:{port}",
                               batch_items=built.items)
