@@ -4,7 +4,8 @@ The batch: a risk stratum `app|lexical` with items A and B, the `uniform`
 stratum with C, a zero result D and a skipped item E. A and C ask the same
 query q1, so their grades pool. A is double-judged, with two disagreements;
 judges ticked a stale chunk the agent missed, an unauthorized one it caught,
-a duplicate; C's two chunks form an evidence group.
+a duplicate; C's two chunks form an evidence group. A and C report
+citations, B does not; A's content is mostly over a year old, B's a month.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from hypothesis import strategies as st
 
 from agent.core.judgments import bootstrap_interval
 from agent.core.judgments.labels import Label
-from agent.core.judgments.report import REPORT_METRICS, Options, report
+from agent.core.judgments.judged import JudgedChunk, JudgedItem
+from agent.core.judgments.report import REPORT_METRICS, Options, age_band, report
 from tests.core.test_properties import FAST
 
 L3 = math.log2(3)
@@ -26,21 +28,26 @@ BATCH = "2026-W48-abcd1234"
 MANIFEST = {"batch_id": BATCH, "week": "2026-W48"}
 
 
-def row(item, event, stratum, query, cutoff, weight, chunks, signals=(), query_type="lexical"):
+def row(item, event, stratum, query, cutoff, weight, chunks, signals=(), query_type="lexical", ages=None, cited=None):
+    rows = [{"chunk": f"{item}-{rank}", "chunk_id": chunk_id, "parent_id": "p", "source": "wiki",
+             "rank": rank, "score": score} for rank, (chunk_id, score) in enumerate(chunks, 1)]
+    for name, known in (("age_days", ages), ("cited", cited)):  # absent when unknown, as the batch writes them
+        for chunk, value in zip(rows, known or ()):
+            if value is not None:
+                chunk[name] = value
     return {
         "item": item, "event_id": event, "stratum": stratum, "app": "app", "query_id": query,
         "query_type": query_type, "language": "en", "pipeline_version": "v1", "cutoff_k": cutoff,
-        "weight": weight, "signals": list(signals),
-        "chunks": [{"chunk": f"{item}-{rank}", "chunk_id": chunk_id, "parent_id": "p", "source": "wiki",
-                    "rank": rank, "score": score} for rank, (chunk_id, score) in enumerate(chunks, 1)],
+        "weight": weight, "signals": list(signals), "chunks": rows,
     }  # fmt: skip
 
 
 KEY = [
-    row("A", "e1", "app|lexical", "q1", 3, 2.0, [("c1", 0.95), ("c2", 0.65), ("c3", 0.25)], ["low_top1"]),
+    row("A", "e1", "app|lexical", "q1", 3, 2.0, [("c1", 0.95), ("c2", 0.65), ("c3", 0.25)], ["low_top1"],
+        ages=[10.0, 400.0, 500.0], cited=[True, True, False]),  # median age 400: >= 1 y
     row("B", "e2", "app|lexical", "q2", 3, 1.0, [("c4", 0.85), ("c5", 0.75), ("c6", 0.55)], ["unauthorized"],
-        query_type="semantic"),
-    row("C", "e3", "uniform", "q1", 2, 2.0, [("c1", 0.85), ("c7", 0.45)]),
+        query_type="semantic", ages=[20.0, None, 40.0]),  # median of the known ages 30: 30-180 d; no citations
+    row("C", "e3", "uniform", "q1", 2, 2.0, [("c1", 0.85), ("c7", 0.45)], cited=[False, True]),  # age unknown
     {**row(None, "e4", "uniform", "q3", 3, 2.0, []), "item": None},
     row("E", "e5", "uniform", "q4", 3, 2.0, [("c8", 0.5)]),
 ]
@@ -66,13 +73,16 @@ def exp(g):
 PER_ITEM = {
     "A": {"precision": 1 / 3, "recall": 1 / 2, "reciprocalRank": 1.0, "hitRate": 1.0,
           "nDCG": (exp(2.5) + exp(0.5) / L3 + exp(1.5) / 2) / (exp(3) + exp(2.5) / L3 + exp(1.5) / 2),
-          "groupComplete": 0.0, "groupRecall": 1 / 2},  # the group {c1, c7}: A admitted c1 only
+          "groupComplete": 0.0, "groupRecall": 1 / 2,  # the group {c1, c7}: A admitted c1 only
+          "answerSupported": 1 / 3},  # c1 cited and relevant; c2 cited, irrelevant; c3 neither
     "B": {"precision": 1 / 2, "recall": 1.0, "reciprocalRank": 1 / 2, "hitRate": 1.0,  # B-3 dropped, unjudged
           "nDCG": (exp(1) + exp(3) / L3) / (exp(3) + exp(1) / L3),
-          "groupComplete": None, "groupRecall": None},  # no group marked for q2
+          "groupComplete": None, "groupRecall": None,  # no group marked for q2
+          "answerSupported": None},  # B reports no citations
     "C": {"precision": 1.0, "recall": 1.0, "reciprocalRank": 1.0, "hitRate": 1.0,
           "nDCG": (exp(2.5) + exp(3) / L3) / (exp(3) + exp(2.5) / L3),
-          "groupComplete": 1.0, "groupRecall": 1.0},
+          "groupComplete": 1.0, "groupRecall": 1.0,
+          "answerSupported": 1 / 2},  # c7 cited and relevant; c1 relevant, uncited
 }  # fmt: skip
 
 
@@ -155,6 +165,30 @@ def test_slices_worst_first(out):
     assert by_type[1]["precision"]["estimate"] == pytest.approx(1 / 2)
     assert out["slices"]["app"][0]["precision"]["estimate"] == pytest.approx(7 / 18)
     assert out["slices"]["pipeline_version"][0]["value"] == "v1"
+    by_age = out["slices"]["content_age"]  # A (median 400 d) is worse than B (median 30 d)
+    assert [(s["value"], s["items"], s["precision"]["estimate"]) for s in by_age] == [
+        (">= 1 y", 1, pytest.approx(1 / 3)), ("30-180 d", 1, pytest.approx(1 / 2))]
+
+
+@pytest.mark.parametrize(("ages", "band"), [
+    ([], "unknown"), ([None, None], "unknown"), ([29.9], "< 30 d"), ([30.0], "30-180 d"),
+    ([10.0, 500.0], "180-365 d"),  # median 255: the oldest would say >= 1 y
+    ([170.0, 181.0, None], "30-180 d"), ([364.0, 365.0, 366.0], ">= 1 y"),
+])  # fmt: skip
+def test_content_age_band_of_the_median_known_age(ages, band):
+    key = row("X", "e1", "app|lexical", "q1", 3, 1.0, [(f"c{i}", 0.5) for i in range(len(ages))], ages=ages)
+    item = JudgedItem(key, tuple(JudgedChunk(c["chunk"], c["chunk_id"], "p", "wiki", c["rank"], c["score"], {},
+                                             frozenset(), frozenset(), c.get("age_days")) for c in key["chunks"]))
+    assert age_band(item) == band
+
+
+def test_answer_supported_precision_and_the_citation_quadrants(out):
+    assert find(out, "traffic", "all")["metrics"]["answerSupported"] == {
+        **find(out, "traffic", "all")["metrics"]["answerSupported"], "estimate": pytest.approx(1 / 3), "n": 1}
+    # judged chunks in the cutoff of A and C, relevant by the pooled grade (c1 2.5, c2 0.5, c3 1.5, c7 3):
+    # A: c1 cited relevant, c2 cited irrelevant, c3 uncited irrelevant; C: c1 uncited relevant, c7 cited relevant
+    assert out["citations"] == {"items": 2, "cited": {"relevant": 2, "irrelevant": 1},
+                                "uncited": {"relevant": 1, "irrelevant": 1}}
 
 
 def test_reliability_bins(out):
@@ -190,11 +224,32 @@ def test_a_batch_nobody_judged_has_counts_and_no_figures():
     assert all(figure is None for v in out["views"] for figure in v["metrics"].values())
     assert out["agreement"]["kappa"] is None and out["agreement"]["exact"] is None
     assert out["calibration"] == [] and out["slices"]["app"] == [] and out["tags"]["missed"] == []
+    assert out["citations"]["items"] == 0 and out["slices"]["content_age"] == []
+
+
+def test_without_citations_answer_supported_is_none():
+    key = [{**r, "chunks": [{k: v for k, v in c.items() if k != "cited"} for c in r["chunks"]]} for r in KEY]
+    out = report(MANIFEST, key, LABELS, Options(resamples=10))
+    assert all(v["metrics"]["answerSupported"] is None for v in out["views"])
+    assert out["citations"] == {"items": 0, "cited": {"relevant": 0, "irrelevant": 0},
+                                "uncited": {"relevant": 0, "irrelevant": 0}}
 
 
 def test_labels_of_another_batch_are_refused():
     with pytest.raises(ValueError, match="does not hold"):
         report(MANIFEST, KEY, [label("Z-1", "j1", 2)], Options(resamples=10))
+
+
+@FAST
+@given(st.lists(st.integers(0, 3), min_size=3, max_size=3), st.lists(st.booleans(), min_size=3, max_size=3),
+       st.integers(1, 3))
+def test_answer_supported_never_exceeds_precision(grades, cited, cutoff):
+    key = [row("X", "e1", "app|lexical", "q1", cutoff, 3.0, [("c1", 0.9), ("c2", 0.5), ("c3", 0.1)], cited=cited)]
+    out = report(MANIFEST, key, [label(f"X-{i}", "j1", g) for i, g in enumerate(grades, 1)], Options(resamples=10))
+    metrics = find(out, "challenge", "all")["metrics"]
+    assert metrics["answerSupported"]["estimate"] <= metrics["precision"]["estimate"]
+    quadrants = out["citations"]
+    assert quadrants["cited"]["relevant"] == round(metrics["answerSupported"]["estimate"] * min(cutoff, 3))
 
 
 @FAST

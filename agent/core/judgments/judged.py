@@ -28,6 +28,8 @@ class JudgedChunk:
     grades: Mapping[str, int]  # judge -> grade; empty when no judge graded it
     tags: frozenset[str]  # every tag any judge ticked
     evidence_groups: frozenset[str]  # every group any judge put it in
+    age_days: float | None = None  # content age at event time; None when unknown
+    cited: bool | None = None  # cited by the answer; None when the event reports no citations
 
     @property
     def grade(self) -> float | None:
@@ -78,6 +80,7 @@ def judged(key: Iterable[Mapping], labels: Iterable[Label]) -> list[JudgedItem]:
                 grades={label.judge: label.grade for label in found},
                 tags=frozenset(t for label in found for t in label.tags),
                 evidence_groups=frozenset(label.evidence_group for label in found if label.evidence_group),
+                age_days=c.get("age_days"), cited=c.get("cited"),
             ))
         if any(c.grades for c in chunks):
             items.append(JudgedItem(row, tuple(chunks)))

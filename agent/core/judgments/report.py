@@ -15,6 +15,10 @@ data out; docs/judgments.md, "The report", states every policy. In short:
 - Recall, nDCG and evidence-group figures are averaged over the items where
   they are defined (something relevant in the pool, a positive grade, a
   marked group), not scored 1 as the seed script scores an empty qrels.
+- Content age: an item's band is that of the median known age of its
+  admitted chunks; answer-supported precision counts, among the admitted
+  judged chunks in the cutoff of items that report citations, those both
+  cited and relevant.
 - Views: `challenge` weighs each judged item 1 (per stratum, and over all);
   `traffic` weighs each by its key's weight max(w, tau) / w. Per stratum that
   estimates the stratum's own traffic. For all traffic the risk strata are
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -37,15 +42,18 @@ import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
 from agent.core.judgments.bootstrap import bootstrap_interval
-from agent.core.judgments.judged import JudgedItem, judged
+from agent.core.judgments.judged import JudgedChunk, JudgedItem, judged
 from agent.core.judgments.labels import TAGS, Label
 from agent.core.judgments.metrics import METRICS, SEED, Gain, per_query
 from agent.core.sampling import UNIFORM
 
 ALL = "all"  # the stratum label of a view over every stratum
 GROUP_METRICS = ("groupComplete", "groupRecall")  # over items whose query has a marked evidence group
-REPORT_METRICS = (*METRICS, *GROUP_METRICS)
-SLICES = ("app", "query_type", "language", "pipeline_version")
+CITED_METRICS = ("answerSupported",)  # over items whose event reports citations
+REPORT_METRICS = (*METRICS, *GROUP_METRICS, *CITED_METRICS)
+SLICES = ("app", "query_type", "language", "content_age", "pipeline_version")
+AGE_BANDS = ((30, "< 30 d"), (180, "30-180 d"), (365, "180-365 d"), (math.inf, ">= 1 y"))  # upper bound (days), band
+UNKNOWN_AGE = "unknown"
 CHECKED_TAGS = {"stale": "stale", "unauthorized": "unauthorized"}  # tag -> the agent's signal that should fire
 KAPPA_WEIGHTS = "linear"  # grades are ordinal and evenly spaced: each step of disagreement costs the same
 
@@ -66,6 +74,7 @@ class Scored:
 
     item: JudgedItem
     values: Mapping[str, float]
+    qrels: Mapping[str, float]  # the query's pooled grades the figures were scored against
 
 
 def report(manifest: Mapping, key: Sequence[Mapping], labels: Iterable[Label], options: Options = Options()) -> dict:
@@ -87,6 +96,7 @@ def report(manifest: Mapping, key: Sequence[Mapping], labels: Iterable[Label], o
         "counts": counts(key, items),
         "views": views,
         "slices": {name: slices(name, traffic, options) for name in SLICES},
+        "citations": citations(scored, options.threshold),
         "agreement": agreement(items, options.threshold),
         "tags": tags(items),
         "calibration": reliability(items, options),
@@ -104,6 +114,8 @@ def policy(options: Options) -> dict:
         "ndcg": f"gain {'2^g - 1' if options.gain == 'exp' else 'g'}, ideal from the pool; items without a positive grade excluded",
         "double_judged": "mean of the grades",
         "group_complete": "every chunk of one evidence group marked for the query admitted and relevant",
+        "answer_supported": "cited and relevant / admitted judged chunks in the cutoff, items reporting citations",
+        "content_age": "band of the median known age of the item's admitted chunks",
         "traffic": "weight max(w, tau) / w; all traffic from the risk strata together",
         "interval": f"{options.level:.0%} percentile bootstrap within strata, {options.resamples} resamples, seed {options.seed}",
         "kappa": f"Cohen's kappa, {KAPPA_WEIGHTS} weights, on the grades of double-judged chunks",
@@ -130,16 +142,28 @@ def score(items: Sequence[JudgedItem], options: Options) -> list[Scored]:
         query = item.key["query_id"]
         qrels = {chunk: sum(grades) / len(grades) for chunk, grades in pooled[query].items()}
         ranked = [c.chunk_id for c in item.chunks if c.grade is not None]
-        k = max(item.key["cutoff_k"], 1)
-        values = dict(per_query(qrels, ranked, k, metric_policy))
+        values = dict(per_query(qrels, ranked, max(item.key["cutoff_k"], 1), metric_policy))
         complete = math.nan
         if groups[query]:
-            found = {chunk for chunk in ranked[:k] if qrels[chunk] >= options.threshold}
+            found = {c.chunk_id for c in shown(item) if qrels[c.chunk_id] >= options.threshold}
             complete = float(any(group <= found for group in groups[query]))
         values["groupComplete"] = complete
         values["groupRecall"] = values["recall"] if groups[query] else math.nan
-        scored.append(Scored(item, values))
+        values["answerSupported"] = math.nan
+        if reports_citations(item):
+            cut = shown(item)
+            values["answerSupported"] = sum(bool(c.cited) and qrels[c.chunk_id] >= options.threshold for c in cut) / len(cut)
+        scored.append(Scored(item, values, qrels))
     return scored
+
+
+def shown(item: JudgedItem) -> list[JudgedChunk]:
+    """The chunks precision counts: admitted, judged, within the event's cutoff."""
+    return [c for c in item.chunks if c.grade is not None][:max(item.key["cutoff_k"], 1)]
+
+
+def reports_citations(item: JudgedItem) -> bool:
+    return any(c.cited is not None for c in item.chunks)
 
 
 def view(name: str, stratum: str, scored: Sequence[Scored], options: Options, *, weighted: bool) -> dict:
@@ -181,7 +205,7 @@ def slices(name: str, traffic: Sequence[Scored], options: Options) -> list[dict]
     """Traffic precision per value of a slice label, the worst first."""
     by_value: dict[str, list[Scored]] = defaultdict(list)
     for s in traffic:
-        by_value[str(s.item.key.get(name))].append(s)
+        by_value[age_band(s.item) if name == "content_age" else str(s.item.key.get(name))].append(s)
     rows = []
     for value, members in by_value.items():
         weights = np.array([s.item.key["weight"] for s in members])
@@ -189,6 +213,30 @@ def slices(name: str, traffic: Sequence[Scored], options: Options) -> list[dict]
         rows.append({"value": value, "items": len(members),
                      "precision": interval(values, weights, [s.item.key["stratum"] for s in members], options)})
     return sorted(rows, key=lambda row: (row["precision"]["estimate"], row["value"]))
+
+
+def age_band(item: JudgedItem) -> str:
+    """The band of the median known content age of the item's admitted chunks: the content it mostly
+    served (the oldest chunk would put nearly every item with one old chunk in the oldest band)."""
+    ages = [c.age_days for c in item.chunks if c.age_days is not None]
+    if not ages:
+        return UNKNOWN_AGE
+    median = statistics.median(ages)
+    return next(band for upper, band in AGE_BANDS if median < upper)
+
+
+def citations(scored: Sequence[Scored], threshold: float) -> dict:
+    """Judged relevance of cited and uncited chunks (admitted, judged, in the cutoff) of the items
+    that report citations, every stratum, unweighted: the seed's four quadrants."""
+    found = {"items": 0, "cited": {"relevant": 0, "irrelevant": 0}, "uncited": {"relevant": 0, "irrelevant": 0}}
+    for s in scored:
+        if not reports_citations(s.item):
+            continue
+        found["items"] += 1
+        for c in shown(s.item):
+            relevant = s.qrels[c.chunk_id] >= threshold
+            found["cited" if c.cited else "uncited"]["relevant" if relevant else "irrelevant"] += 1
+    return found
 
 
 def agreement(items: Sequence[JudgedItem], threshold: float) -> dict:
