@@ -34,7 +34,9 @@ def week_candidates(week: str) -> list[Candidate]:
     out = []
     for n in range(30):
         event_id, query_type = f"{week}-e{n:02d}", ("lexical", "semantic")[n % 2]
-        results = tuple(ResultRef(f"c{n}-{r}", "p", "wiki", r, 1.0 - r / 8) for r in range(1, 1 + n % 4))  # n % 4 == 0: none
+        results = tuple(ResultRef(f"c{n}-{r}", "p", "wiki", r, 1.0 - r / 8, age_days=20.0 * n,
+                                  cited=(r == 1) if n % 2 else None)  # odd events report citations
+                        for r in range(1, 1 + n % 4))  # n % 4 == 0: none
         u = uniform(event_id, week, "s")
         for stratum, w in ((f"app|{query_type}", 1.0 + n % 3), (UNIFORM, 1.0)):
             out.append(Candidate(event_id=event_id, ts=0.0, week=week, stratum=stratum, app="app",
@@ -109,7 +111,8 @@ def test_the_table_shows_every_section_and_the_policy(capsys, tmp_path, batches)
     assert f"{precision['estimate']:.3f} [{precision['low']:.3f}, {precision['high']:.3f}] n={precision['n']}" in out
     for text in ("relevance  ", "mean grade >= 2", "Counts", "Metrics", "Traffic precision by query_type, worst first",
                  "Agreement: linear-weighted kappa", "Judged tags", "Tags the agent's checks missed",
-                 "Calibration", "judges only"):
+                 "Calibration", "judges only", "Traffic precision by content_age, worst first", "30-180 d",
+                 "Citations: judged chunks of the", "answer-supported"):
         assert text in out, text
     assert "2026-W47" not in out  # the newest batch only
 

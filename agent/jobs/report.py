@@ -15,7 +15,8 @@ from agent.core.judgments.judged import Judged
 from agent.core.judgments.report import REPORT_METRICS, Options, report
 
 TITLES = {"precision": "precision", "recall": "recall", "reciprocalRank": "MRR", "hitRate": "hit rate",
-          "nDCG": "nDCG", "groupComplete": "group complete", "groupRecall": "recall (groups)"}
+          "nDCG": "nDCG", "groupComplete": "group complete", "groupRecall": "recall (groups)",
+          "answerSupported": "answer-supported"}
 
 
 def reports(batches: Sequence[Judged], options: Options = Options()) -> list[dict]:
@@ -44,6 +45,11 @@ def sections(r: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     for name, rows in r["slices"].items():
         out.append((f"Traffic precision by {name}, worst first", [name, "items", "precision"],
                     [[row["value"], str(row["items"]), figure(row["precision"])] for row in rows]))
+    cited = r["citations"]
+    out.append((f"Citations: judged chunks of the {cited['items']} items that report them",
+                ["chunks", "relevant", "irrelevant", "share relevant"],
+                [[name, str(q["relevant"]), str(q["irrelevant"]), share(q["relevant"], q["relevant"] + q["irrelevant"])]
+                 for name in ("cited", "uncited") for q in [cited[name]]]))
     kappa = "n/a" if a["kappa"] is None else f"{a['kappa']:.3f}"
     exact = "n/a" if a["exact"] is None else f"{a['exact']:.3f}"
     out.append((f"Agreement: {a['weights']}-weighted kappa {kappa}, exact {exact} over {a['pairs']} pairs; "
@@ -66,6 +72,10 @@ def figure(f: dict | None) -> str:
     if f is None:
         return "-"
     return f"{f['estimate']:.3f} [{f['low']:.3f}, {f['high']:.3f}] n={f['n']}"
+
+
+def share(part: int, whole: int) -> str:
+    return f"{part / whole:.3f}" if whole else "-"
 
 
 def table(title: str, header: list[str], rows: list[list[str]]) -> str:
