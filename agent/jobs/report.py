@@ -48,8 +48,8 @@ def sections(r: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     cited = r["citations"]
     out.append((f"Citations: judged chunks of the {cited['items']} items that report them",
                 ["chunks", "relevant", "irrelevant", "share relevant"],
-                [[name, str(q["relevant"]), str(q["irrelevant"]), share(q["relevant"], q["relevant"] + q["irrelevant"])]
-                 for name in ("cited", "uncited") for q in [cited[name]]]))
+                [[name, str(cited[name]["relevant"]), str(cited[name]["irrelevant"]), share(**cited[name])]
+                 for name in ("cited", "uncited")]))
     kappa = "n/a" if a["kappa"] is None else f"{a['kappa']:.3f}"
     exact = "n/a" if a["exact"] is None else f"{a['exact']:.3f}"
     out.append((f"Agreement: {a['weights']}-weighted kappa {kappa}, exact {exact} over {a['pairs']} pairs; "
@@ -74,8 +74,9 @@ def figure(f: dict | None) -> str:
     return f"{f['estimate']:.3f} [{f['low']:.3f}, {f['high']:.3f}] n={f['n']}"
 
 
-def share(part: int, whole: int) -> str:
-    return f"{part / whole:.3f}" if whole else "-"
+def share(relevant: int, irrelevant: int) -> str:
+    """The share relevant; '-' without chunks."""
+    return f"{relevant / (relevant + irrelevant):.3f}" if relevant + irrelevant else "-"
 
 
 def table(title: str, header: list[str], rows: list[list[str]]) -> str:

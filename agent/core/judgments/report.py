@@ -15,7 +15,7 @@ data out; docs/judgments.md, "The report", states every policy. In short:
 - Recall, nDCG and evidence-group figures are averaged over the items where
   they are defined (something relevant in the pool, a positive grade, a
   marked group), not scored 1 as the seed script scores an empty qrels.
-- Content age: an item's band is that of the median known age of its
+- Content age and citations: an item's band is that of the median known age of its
   admitted chunks; answer-supported precision counts, among the admitted
   judged chunks in the cutoff of items that report citations, those both
   cited and relevant.
