@@ -7,7 +7,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.core.batch import build
-from agent.core.judgments.gauges import app_of, gauges
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import ALL, report
 from agent.io import export
@@ -19,22 +18,6 @@ from agent.io.scheduler import GAUGE_OPTIONS, JudgmentCollector, Judging
 from agent.io.settings import load
 from agent.io.store import Store
 from tests.test_report_cli import CONFIG, labels_for, week_candidates
-
-
-def test_an_app_is_the_part_of_the_stratum_before_the_bar():
-    assert app_of("support-bot|lexical") == "support-bot"
-    assert app_of("uniform") == ALL == app_of("all") == app_of("other")
-
-
-def test_every_estimated_metric_becomes_a_row():
-    found = gauges({"batch_id": "b", "week": "2026-W48", "views": [
-        {"view": "traffic", "stratum": "all", "items": 3, "metrics": {
-            "precision": {"estimate": 0.5, "low": 0.25, "high": 0.75, "n": 3}, "recall": None, "groupRecall": None}},
-        {"view": "challenge", "stratum": "app|lexical", "items": 0, "metrics": {"precision": None}},
-    ]})
-    assert found.items == {("all", "traffic", "all"): 3, ("app", "challenge", "app|lexical"): 0}
-    assert [(f.app, f.view, f.stratum, f.metric, f.estimate, f.low, f.high) for f in found.figures] == [
-        ("all", "traffic", "all", "precision", 0.5, 0.25, 0.75)]
 
 
 @pytest.fixture
