@@ -20,6 +20,8 @@ from agent.io.calibrations import Calibrations
 from agent.io.drift_store import TABLES as DRIFT_TABLES
 from agent.io.drift_store import DriftStore
 from agent.io.drift_watch import DriftCollector, DriftWatch
+from agent.io.qrels import TABLES as QRELS_TABLES
+from agent.io.qrels import Qrels
 from agent.io.queue import TABLES, Queue
 from agent.io.judgment_settings import gate
 from agent.io.scheduler import JudgmentCollector, Judging
@@ -57,7 +59,7 @@ class Running:
 
 def build(settings: Settings, tracer_provider=None) -> Running:
     tracer_provider = tracer_provider or provider()
-    store = Store(settings.store.url, settings.store.schema, TABLES + DRIFT_TABLES + CALIBRATION_TABLES)
+    store = Store(settings.store.url, settings.store.schema, TABLES + DRIFT_TABLES + CALIBRATION_TABLES + QRELS_TABLES)
     queue = Queue(store) if settings.judgment.enabled else None
     drift_store = DriftStore(store) if settings.drift.enabled else None
     client_id = f"ragdrift-{socket.gethostname()}"
@@ -74,7 +76,7 @@ def build(settings: Settings, tracer_provider=None) -> Running:
     ProcessCollector(registry=registry)  # process_start_time_seconds marks restarts for the rules
     judging = None
     if queue is not None:
-        judging = Judging(settings, queue, settings.metrics.top_n)
+        judging = Judging(settings, queue, Qrels(store), settings.metrics.top_n)
         registry.register(JudgmentCollector(judging))
     watch = None
     if drift_store is not None:

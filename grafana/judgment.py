@@ -2,7 +2,9 @@
 Candidates per stratum this week, the security review queue, the last batch
 (when, how big) and failed batch runs; and what the judgments say of live
 traffic: its estimated precision (calibrated scores) with the calibration's
-status, and the share of admitted chunks the answers cite.
+status, and the share of admitted chunks the answers cite; and the figures of
+the newest judged batch (precision with its 95 % interval per view and
+stratum, recall, MRR, hit rate, nDCG) and which batch they come from.
 
 The judgment and queue gauges are the store's figures, read every minute by
 each replica (agent/io/scheduler.py), so every replica exports the same value:
@@ -22,6 +24,15 @@ CANDIDATES = f"max by (stratum) (ragdrift_judgment_candidates{{{STRATA}}})"
 # Live traffic: event-time window gauges, numerators and denominators summed
 # over replicas, then divided (docs/metrics.md, "Rolling windows").
 LIVE = f'{APP},window="1h"'
+# The newest judged batch: the selected apps' strata, and the views over all
+# traffic and the uniform stratum (app="all"). Weekly figures: `max` over
+# replicas, which all export the same.
+JUDGED = 'app=~"$app|all"'
+
+
+def judged(family: str, view: str, stratum: str = "") -> str:
+    where = f'{JUDGED},view="{view}"' + (f',stratum="{stratum}"' if stratum else "")
+    return f"max by (view, stratum) (ragdrift_judged_{family}{{{where}}})"
 
 
 def ratio(numerator: str, denominator: str) -> str:
@@ -88,5 +99,30 @@ def build(rules: Rules):
         b.timeseries("Citation rate of admitted chunks", "Admitted chunks the answer cited / admitted chunks, over "
                      "the events that report citations (a non-empty feedback.cited).", "percentunit",
                      [Q(ratio("cited_results", "citable_results"), "{{app}}")], max_val=1, width=24),
+    )
+    b.row(
+        "Newest judged batch",
+        b.table("Judged batch in use", "The batch the judged figures come from: the newest batch with imported "
+                "labels (`ragdrift judgments import` or `pull`); they change when its labels do.",
+                [Q("max by (week, batch_id) (ragdrift_judged_batch_info)", table=True)], width=6, height=8),
+        b.timeseries("Judged precision of all traffic", "Precision at the real cutoff of the newest judged batch, "
+                     "all traffic (each sampled query weighted by max(w, tau) / w), with its 95 % bootstrap "
+                     "interval (docs/judgments.md, \"The report\"). A step each time a batch is judged.",
+                     "percentunit", [Q(judged(f, "traffic", "all"), legend) for f, legend in (
+                         ("precision", "precision"), ("precision_low", "95 % low"), ("precision_high", "95 % high"))],
+                     max_val=1, width=18, height=8),
+    )
+    b.row(
+        "Judged figures per view and stratum",
+        *(b.table(f"Judged figures: {view}", f"The newest judged batch per stratum, {about}: precision at the real "
+                  "cutoff with its 95 % interval, recall over the judged pool, MRR, hit rate, nDCG, and the judged "
+                  "items (stratum `all`: every risk stratum together; `uniform`: the uniform sample).",
+                  [Q(judged(f, view), table=True) for f in
+                   ("precision", "precision_low", "precision_high", "recall", "reciprocal_rank", "hit_rate", "ndcg",
+                    "items")],
+                  columns=["precision", "95 % low", "95 % high", "recall", "MRR", "hit rate", "nDCG", "items"],
+                  width=12, height=9)
+          for view, about in (("traffic", "each item weighted as its traffic"),
+                              ("challenge", "each item weighted 1"))),
     )
     return b.build()

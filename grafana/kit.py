@@ -150,12 +150,19 @@ class Board:
         panel.min(0)
         return panel
 
-    def table(self, title: str, description: str, queries: list[Q], *, width: int = 12, height: int = 6):
+    def table(self, title: str, description: str, queries: list[Q], *, columns: list[str] = (), unit: str = "none",
+              width: int = 12, height: int = 6):
+        """The queries' labels as rows. Without `columns` the values are hidden (a status table);
+        with them, the queries are merged on their labels and query i's value is column i."""
         panel = table.Panel()
-        self._common(panel, title, description, "none", queries, None, width, height)
+        self._common(panel, title, description, unit, queries, None, width, height)
         panel.align(cm.FieldTextAlignment.AUTO).inspect(False).show_header(True)
+        if columns:
+            panel.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+        rename = {f"Value #{chr(ord('A') + i)}": name for i, name in enumerate(columns)}
         panel.with_transformation(dm.DataTransformerConfig(id_val="organize", options={
-            "excludeByName": {"Time": True, "Value": True}, "indexByName": {}, "renameByName": {}}))
+            "excludeByName": {"Time": True, **({} if columns else {"Value": True})}, "indexByName": {},
+            "renameByName": rename}))
         return panel
 
 

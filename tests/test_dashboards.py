@@ -62,7 +62,13 @@ from agent.io.calibrations import TABLES as CALIBRATION_TABLES
 from agent.io.calibrations import Calibrations
 from agent.io.drift_store import TABLES as DRIFT_TABLES
 from agent.io.drift_store import DriftStore
+from agent.core.judgments.labels import Label
+from agent.core.judgments.report import report
+from agent.io import export
+from agent.io.qrels import TABLES as QRELS_TABLES
+from agent.io.qrels import Qrels
 from agent.io.queue import TABLES, Queue
+from agent.io.scheduler import GAUGE_OPTIONS
 from agent.io.settings import load
 from agent.io.store import Store
 from agent.jobs import batch
@@ -482,6 +488,16 @@ def live(broker, prometheus_bin, tmp_path_factory):
             assert built.items > 0
         finally:
             store.close()
+        # Its labels, as `ragdrift judgments import` would store them: the restarted agent exports their figures.
+        manifest, key = export.read_batch(built.directory)
+        labels = [Label(built.batch_id, row["item"], c["chunk"], "ana", 3 if c["rank"] == 1 else c["rank"] % 3)
+                  for row in key if row["item"] for c in row["chunks"]]
+        qrels = Qrels(Store(url, None, QRELS_TABLES))
+        try:
+            qrels.add(labels, "dashboards")
+        finally:
+            qrels.store.close()
+        judged = report(manifest, key, labels, GAUGE_OPTIONS)
         # A drift baseline frozen from phase 1's stored days (as `ragdrift baseline freeze` would), so the
         # restarted agent exports the drift families: phase 1's days against themselves.
         drift = DriftStore(Store(url, None, DRIFT_TABLES))
@@ -527,7 +543,7 @@ def live(broker, prometheus_bin, tmp_path_factory):
                    30, 0.2, "four scrapes of the retrieval families")
         text = http_get(f"http://127.0.0.1:{port}/metrics").decode()
         yield SimpleNamespace(prom=prom, agent=agent, metrics_text=text, instance=f"127.0.0.1:{port}",
-                              batch_items=built.items)
+                              batch_items=built.items, batch_id=built.batch_id, judged=judged)
     finally:
         if trickle is not None:
             trickle.stop()
@@ -608,6 +624,10 @@ def test_judgment_panels_read_the_store(live):
     assert 0 <= value("Last batch age") < 600
     assert value("Candidates this week") > 0
     assert value("Security review queue") > 0
+    (info,) = live.prom.query(_expand(by_title["Judged batch in use"]["targets"][0]["expr"], values))
+    assert info["metric"]["batch_id"] == live.batch_id
+    traffic = next(v for v in live.judged["views"] if v["view"] == "traffic" and v["stratum"] == "all")
+    assert value("Judged precision of all traffic") == pytest.approx(traffic["metrics"]["precision"]["estimate"])
 
 
 def test_exemplar_queries_return_exemplars(live):

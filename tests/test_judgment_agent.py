@@ -30,6 +30,8 @@ from agent.core.sampling import select
 from agent.core.state import PartitionState
 from agent.demo.process import wait_until
 from agent.io.broker import written_at
+from agent.io.qrels import TABLES as QRELS
+from agent.io.qrels import Qrels
 from agent.io.queue import TABLES, Queue
 from agent.io.scheduler import Judging
 from agent.io.judgment_settings import judging_config
@@ -248,7 +250,7 @@ def _weekly_store(url: str, tmp, group: str):
                                     "judgment": {**JUDGMENT, "export_dir": str(tmp / group)}}))
     settings = load(path)
     rows, _ = _replay(_lines(1500, 51, _ago(days=7)), judging_config(settings.judgment))
-    store = Store(url, None, TABLES)
+    store = Store(url, None, (*TABLES, *QRELS))
     queue = Queue(store)
     with store.engine.begin() as conn:
         queue.writes(group, "t", 0, rows, (), ())(conn)
@@ -302,7 +304,7 @@ def test_weekly_batch_runs_once_on_sqlite(tmp_path):
 def test_the_scheduler_builds_last_weeks_batch(pg_url, tmp_path):
     group = unique_name("g")
     settings, store, queue = _weekly_store(pg_url, tmp_path, group)
-    judging = Judging(settings, queue, 10).start()
+    judging = Judging(settings, queue, Qrels(store), 10).start()
     try:
         # The real job, fired now rather than next Monday at 06:00.
         judging.scheduler.modify_job("weekly-batch", next_run_time=datetime.now(UTC))

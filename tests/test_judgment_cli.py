@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry
 from agent.cli import main
 from agent.core.sampling import UNIFORM
 from agent.core.security import Incident
+from agent.io.qrels import TABLES as QRELS
+from agent.io.qrels import Qrels
 from agent.io.queue import TABLES, Queue
 from agent.io.scheduler import JudgmentCollector, Judging
 from agent.io.settings import load
@@ -81,8 +83,9 @@ def test_security_list(config, capsys):
 
 def test_the_queues_figures_as_metrics(config):
     settings = load(config)
-    queue = Queue(Store(settings.store.url, None, TABLES))
-    judging = Judging(settings, queue, top_n=1)
+    store = Store(settings.store.url, None, (*TABLES, *QRELS))
+    queue = Queue(store)
+    judging = Judging(settings, queue, Qrels(store), top_n=1)
     registry = CollectorRegistry()
     registry.register(JudgmentCollector(judging))
     assert registry.get_sample_value("ragdrift_judgment_batch_failures_total") == 0

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import Column, Float, Integer, MetaData, SmallInteger, String, Table, select
+from sqlalchemy import Column, Float, Integer, MetaData, SmallInteger, String, Table, func, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from agent.core.judgments.labels import Label
@@ -88,6 +88,16 @@ class Qrels:
         """The latest version of every label of a batch, in (item, chunk, judge) order."""
         rows = self.store.read(select(self.table).where(self.table.c.batch_id == batch_id))
         return [label for _, label in sorted(_latest(rows).values(), key=lambda v: v[1].pair)]
+
+    def versions(self, batch_ids: Iterable[str]) -> dict[str, int]:
+        """Rows (label versions) per batch among `batch_ids`, those with any: since rows are
+        never updated or deleted, a batch's count changes exactly when its labels do."""
+        q = self.table.c
+        ids = sorted(set(batch_ids))
+        if not ids:
+            return {}
+        rows = self.store.read(select(q.batch_id, func.count()).where(q.batch_id.in_(ids)).group_by(q.batch_id))
+        return {row[0]: int(row[1]) for row in rows}
 
     def history(self, batch_id: str, item: str, chunk: str, judge: str) -> list[Version]:
         """Every version of one judge's label of one chunk, oldest first."""

@@ -5,7 +5,9 @@ per week (agent/jobs/batch.py). Misfires (the agent was down at 06:00) are
 coalesced into one run as soon as it is back, within a day's grace. A second
 job reads the queues' figures from the store every minute, for the metrics
 (`JudgmentCollector`): they are the same on every replica, since every
-replica reads the one store.
+replica reads the one store. The same job exports the figures of the newest
+batch with labels (docs/judgments.md, "Gauges"): its report is computed again
+only when the batch or its labels change.
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ from dataclasses import dataclass, field
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
+from agent.core.judgments.gauges import GAUGED, JudgedFigures, gauges
+from agent.core.judgments.report import Options, report
 from agent.core.labels import OTHER
 from agent.core.sampling import iso_week
+from agent.io import export
+from agent.io.export import ExportError
+from agent.io.qrels import Qrels
 from agent.io.queue import Queue
 from agent.io.settings import Settings
 from agent.io.store import StoreError
@@ -28,6 +35,10 @@ from agent.io.store import StoreError
 log = logging.getLogger("ragdrift.batch")
 REFRESH_SECONDS = 60.0
 GRACE_SECONDS = 24 * 3600
+JUDGED_BATCHES = 12  # the newest batches searched for labels: a quarter of weekly batches
+# Fewer resamples than the report command's default: the gauges are refreshed
+# in the agent, and the fixed seed keeps them steady for the same labels.
+GAUGE_OPTIONS = Options(resamples=1000, seed=0)
 
 
 @dataclass(frozen=True)
@@ -37,17 +48,20 @@ class JudgmentStatus:
     last_batch: float | None = None
     last_batch_items: int | None = None
     failures: int = 0
+    judged: JudgedFigures | None = None  # the newest batch with labels; None before any is judged
 
 
 class Judging:
     """The scheduler and the latest figures it read."""
 
-    def __init__(self, settings: Settings, queue: Queue, top_n: int):
+    def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int):
         self.settings = settings
         self.queue = queue
+        self.qrels = qrels
         self.top_n = top_n
         self.status = JudgmentStatus()
         self.failures = 0
+        self.judged: tuple[tuple[str, int], JudgedFigures] | None = None  # (batch id, label versions), figures
         self.scheduler = BackgroundScheduler(
             timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": GRACE_SECONDS})
         self.scheduler.add_job(self.weekly, CronTrigger.from_crontab(settings.judgment.schedule, timezone="UTC"),
@@ -85,7 +99,30 @@ class Judging:
             candidates=_top(counts, self.top_n), security_queue=security,
             last_batch=None if last is None else last["built_at"],
             last_batch_items=None if last is None else last["items"], failures=self.failures,
+            judged=self._judged(group),
         )
+
+    def _judged(self, group: str) -> JudgedFigures | None:
+        """The newest labelled batch's figures, computed again only when its labels changed;
+        the previous figures while the store or the batch's files cannot be read."""
+        previous = None if self.judged is None else self.judged[1]
+        try:
+            batches = self.queue.recent_batches(group, JUDGED_BATCHES)
+            versions = self.qrels.versions(b["batch_id"] for b in batches)
+            labelled = [b for b in batches if b["batch_id"] in versions]
+            if not labelled:
+                return previous
+            newest = labelled[-1]
+            stamp = (newest["batch_id"], versions[newest["batch_id"]])
+            if self.judged is not None and self.judged[0] == stamp:
+                return previous
+            manifest, key = export.read_batch(newest["directory"])
+            found = gauges(report(manifest, key, self.qrels.latest(newest["batch_id"]), GAUGE_OPTIONS))
+        except (StoreError, ExportError, ValueError) as exc:
+            log.warning("cannot compute the judged batch's figures", extra={"error": str(exc)})
+            return previous
+        self.judged = (stamp, found)
+        return found
 
 
 def _top(counts: dict[str, int], n: int) -> dict[str, int]:
@@ -126,7 +163,32 @@ class JudgmentCollector:
                                     "When the newest judgment batch was built.", value=status.last_batch)
             yield GaugeMetricFamily("ragdrift_judgment_batch_last_items", "Items in the newest judgment batch.",
                                     value=status.last_batch_items)
+        if status.judged is not None:
+            yield from _judged(status.judged)
         failures = CounterMetricFamily("ragdrift_judgment_batch_failures",
                                        "Scheduled judgment batches that failed on this replica.")
         failures.add_metric([], status.failures)
         yield failures
+
+
+def _judged(judged: JudgedFigures) -> Iterator[Metric]:
+    """The newest judged batch: each metric, its 95 % interval as `_low` and `_high`, the items, the batch."""
+    labels = ["app", "view", "stratum"]
+    for metric, suffix in GAUGED.items():
+        name = f"ragdrift_judged_{suffix}"
+        rows = [f for f in judged.figures if f.metric == metric]
+        families = [GaugeMetricFamily(name, f"{metric} of the newest judged batch (bootstrap estimate).", labels=labels),
+                    GaugeMetricFamily(f"{name}_low", f"Lower bound of the 95 % interval of {name}.", labels=labels),
+                    GaugeMetricFamily(f"{name}_high", f"Upper bound of the 95 % interval of {name}.", labels=labels)]
+        for f in rows:
+            for family, value in zip(families, (f.estimate, f.low, f.high)):
+                family.add_metric([f.app, f.view, f.stratum], value)
+        yield from families
+    items = GaugeMetricFamily("ragdrift_judged_items", "Judged items of each view of the newest judged batch.",
+                              labels=labels)
+    for labels_of, n in sorted(judged.items.items()):
+        items.add_metric(list(labels_of), n)
+    yield items
+    info = InfoMetricFamily("ragdrift_judged_batch", "The batch the ragdrift_judged_* figures come from.")
+    info.add_metric([], {"batch_id": judged.batch_id, "week": judged.week})
+    yield info
