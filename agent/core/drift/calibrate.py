@@ -11,9 +11,14 @@ Quantile rule, small samples: the Weibull plotting position (numpy's
 `method="weibull"`): with m sorted values the threshold is read at position
 (m + 1) * level, interpolated linearly between neighbours, so the chance that a
 fresh null value exceeds the k-th largest is k / (m + 1) on average. With
-m + 1 < 1 / rate the position falls beyond the largest value and the threshold
-is the largest (the smallest for a p-value): the expected false-alarm rate is
-then 1 / (m + 1), not `rate`, and `Threshold.reason` says so.
+m + 1 < 1 / rate the position falls beyond the largest value (a 7-day
+baseline's day rung, for the default 1/30): there the threshold is the
+1 - rate quantile of a log-normal fitted to the positive values (mean and
+standard deviation of their logs; the rate quantile for a p-value), never
+inside the sample's extreme, and the extreme itself with fewer than
+`TAIL_MIN_VALUES` positive values. The extreme alone would alarm about once in
+m + 1 windows, not at `rate`; the fitted tail is a model, and
+`Threshold.reason` says so.
 
 Sample size: a 1 h window holds far fewer events than a day, so its statistics
 are noisier and a day-sized threshold would false-alarm on it. So thresholds
@@ -50,11 +55,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from types import MappingProxyType
 
 import numpy as np
 
 from agent.core.drift.stats import LOWER_IS_WORSE, statistic
+
+TAIL_MIN_VALUES = 5  # positive values needed to fit the log-normal tail beyond the extreme
 
 # wasserstein: in baseline standard deviations (it has the feature's units)
 DEFAULT_THRESHOLDS = MappingProxyType({"psi": 0.25, "js": 0.2, "ks": 0.2, "wasserstein": 0.5, "chi2_p": 0.001})
@@ -140,9 +148,19 @@ def alarm(stat: str, value: float, threshold: float | None) -> bool:
 
 
 def quantile(values, stat: str, rate: float) -> float:
-    """The Weibull-position quantile at the bad tail: 1 - rate, or rate for a p-value."""
-    level = rate if stat in LOWER_IS_WORSE else 1 - rate
-    return float(np.quantile(np.asarray(values, dtype=float), level, method="weibull"))
+    """The Weibull-position quantile at the bad tail: 1 - rate, or rate for a p-value;
+    beyond the sample's extreme, the log-normal tail of its positive values."""
+    values = np.asarray(values, dtype=float)
+    lower = stat in LOWER_IS_WORSE
+    if (len(values) + 1) * rate >= 1:
+        return float(np.quantile(values, rate if lower else 1 - rate, method="weibull"))
+    extreme = float(values.min() if lower else values.max())
+    positive = np.log(values[values > 0])
+    if len(positive) < TAIL_MIN_VALUES or not positive.std(ddof=1) > 0:
+        return extreme
+    z = NormalDist().inv_cdf(1 - rate)
+    tail = math.exp(positive.mean() + (-z if lower else z) * positive.std(ddof=1))
+    return min(tail, extreme) if lower else max(tail, extreme)
 
 
 def calibrate_thresholds(
@@ -174,9 +192,13 @@ def calibrate_thresholds(
             values.append(quantile(statistic(stat, rest, sample, centres), stat, settings.rate))
             kept_sizes.append(n)
             samples.append(len(sample))
+        if (d + 1) * settings.rate < 1 and stat not in LOWER_IS_WORSE and len(values) > 1:
+            # A fitted tail may overshoot: a whole day is never judged more leniently than
+            # the smaller windows below it, which hold the same days plus sampling noise.
+            values[-1] = min(values[-1], values[-2])
         reason = f"calibrated on {d} days"
         if (d + 1) * settings.rate < 1:
-            reason += f"; the day-size threshold is the extreme of {d} values: false-alarm rate about 1/{d + 1}"
+            reason += f"; the day-size threshold extrapolates a log-normal tail beyond the extreme of {d} values"
         out[stat] = Threshold(tuple(kept_sizes), tuple(values), tuple(samples), True, reason)
     return out
 
