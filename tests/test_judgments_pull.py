@@ -25,7 +25,7 @@ from agent.io.qrels import TABLES as QRELS
 from agent.io.qrels import Qrels
 from agent.io.settings import load
 from agent.io.store import Store
-from tests.test_judgments_cli import copy_store, replayed_batch
+from tests.test_judgments_cli import copy_store, latest, replayed_batch
 
 pytestmark = pytest.mark.label_studio
 
@@ -71,14 +71,6 @@ def pull(capsys, config, server, token_file, project: int) -> tuple[int, dict]:
     code = main(["judgments", "pull", "--label-studio-url", server.url, "--project", str(project),
                  "--label-studio-token-file", str(token_file), "--config", str(config), "--format", "json"])
     return code, json.loads(capsys.readouterr().out)
-
-
-def stored(config, batch_id: str) -> list[Label]:
-    store = Store(load(config).store.url, None, QRELS)
-    try:
-        return Qrels(store).latest(batch_id)
-    finally:
-        store.close()
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +136,7 @@ def test_pulled_labels_are_the_judges_labels(rt, label_studio, capsys):
     assert summary == {"file": f"label-studio project {rt.project}", "format": "label-studio",
                        "batches": [rt.batch_id], "labels": len(rt.labels), "new": len(rt.labels),
                        "changed": 0, "unchanged": 0, "skipped": 1}
-    assert stored(rt.config, rt.batch_id) == rt.labels
+    assert latest(rt.config, rt.batch_id) == rt.labels
 
     # what the fixture promises: a skipped task, a disagreement across the threshold, two judges
     assert rt.skipped not in {x.item for x in rt.labels}
@@ -197,7 +189,7 @@ def test_a_bad_annotation_refuses_the_pull_and_names_the_task(rt, label_studio, 
         assert code == 2
         assert re.search(rf"label-studio project {rt.project}: task \d+: task id {task['id']}, annotation {bad}: "
                          rf"chunk {rt.skipped}-\d+: grade 9 is not one of 0, 1, 2, 3", err), err
-        assert stored(rt.config, rt.batch_id) == []  # nothing of the project, not even its good annotations
+        assert latest(rt.config, rt.batch_id) == []  # nothing of the project, not even its good annotations
     finally:
         client._call("DELETE", f"/api/annotations/{bad}/")
 
