@@ -167,7 +167,7 @@ def test_evaluate_reports_every_feature_and_statistic_sorted():
     }
     top1 = [f for f in findings if f.feature == TOP1_SCORE]
     assert all(f.n == 400 and f.calibrated and isinstance(f.value, float) for f in top1)
-    shifted = evaluate(base, {"search": app_day(np.random.default_rng(9), shift=0.1)})
+    shifted = evaluate(base, {"search": app_day(np.random.default_rng(9), shift=0.25)})  # 2.5 sd; latency 0.5 sd
     assert all(f.alarm for f in shifted if f.feature in (TOP1_SCORE, LATENCY))
 
 
