@@ -56,13 +56,9 @@ def facts_of(event: Event) -> Facts:
     shifts: list[int] = []
     parents: dict[str, int] = {}
     sources: dict[str, int] = {}
-    stale_parents: set[str] = set()
-    fresh_parents: set[str] = set()
+    stale_parents: dict[str, int] = {}  # stale results in A per parent_id
     fingerprints: set[str] = set()
     admitted_ages: list[float | None] = []
-    feedback = event.feedback
-    cited = set(feedback.cited) if feedback is not None and feedback.cited else None
-    citations: list[bool] | None = None if cited is None else []
     for r in results:
         result_tenant = r.tenant
         if result_tenant is not None and result_tenant != tenant:
@@ -80,8 +76,6 @@ def facts_of(event: Event) -> Facts:
             continue
         admitted.append(r)
         score_sum += r.score
-        if citations is not None:
-            citations.append(r.chunk_id in cited)
         is_stale = r.status in STALE_STATUSES or (r.expires_at is not None and epoch(r.expires_at) <= ts)
         age = None
         if r.effective_date is not None:
@@ -99,9 +93,7 @@ def facts_of(event: Event) -> Facts:
         sources[source] = sources.get(source, 0) + 1
         if is_stale:
             stale += 1
-            stale_parents.add(parent)
-        else:
-            fresh_parents.add(parent)
+            stale_parents[parent] = stale_parents.get(parent, 0) + 1
         fingerprint = r.fingerprint
         if fingerprint is not None:
             fingerprint = fingerprint.lower()
@@ -109,25 +101,30 @@ def facts_of(event: Event) -> Facts:
                 duplicates += 1
             else:
                 fingerprints.add(fingerprint)
+    feedback = event.feedback
+    citations = None
+    if feedback is not None and feedback.cited:
+        cited = set(feedback.cited)
+        citations = [r.chunk_id in cited for r in admitted]
     stages = event.stages
-    return Facts(
-        event=event,
-        ts=ts,
-        admitted=admitted,
-        admitted_score=score_sum / len(admitted) if admitted else None,
-        top1=results[0].score if results else None,
-        gap=results[0].score - results[1].score if len(results) > 1 else None,
-        unauthorized=unauthorized,
-        unauthorized_risk=not principal.claims_present and bool(results),
-        stale=stale,
-        stale_conflict=bool(stale) and not stale_parents.isdisjoint(fresh_parents),
-        not_yet_effective=not_yet,
-        ages=ages,
-        admitted_ages=admitted_ages,
-        citations=citations,
-        rank_shifts=shifts,
-        parents=parents,
-        sources=sources,
-        duplicate_fingerprints=duplicates,
-        filter_zero=stages is not None and (stages.candidates or 0) > 0 and stages.after_filter == 0,
+    return Facts(  # positional, in field order: keywords cost a microsecond an event
+        event,
+        ts,
+        admitted,
+        score_sum / len(admitted) if admitted else None,
+        results[0].score if results else None,
+        results[0].score - results[1].score if len(results) > 1 else None,
+        unauthorized,
+        not principal.claims_present and bool(results),
+        stale,
+        bool(stale) and any(parents[parent] > n for parent, n in stale_parents.items()),  # stale beside fresh
+        not_yet,
+        ages,
+        admitted_ages,
+        citations,
+        shifts,
+        parents,
+        sources,
+        duplicates,
+        stages is not None and (stages.candidates or 0) > 0 and stages.after_filter == 0,
     )

@@ -64,7 +64,11 @@ class Vocabulary:
     def add_all(self, terms: list[str]) -> int:
         """Record terms; return how many were new (`add` for each, the memo checked first)."""
         known = self._known
-        return sum(self.add(term) for term in terms if term not in known)
+        new = 0
+        for term in terms:
+            if term not in known and self.add(term):
+                new += 1
+        return new
 
     def _remember(self, term: str) -> None:
         if len(self._known) >= KNOWN_TERMS:
