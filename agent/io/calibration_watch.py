@@ -11,37 +11,21 @@ from __future__ import annotations
 
 import logging
 
-from apscheduler.schedulers.background import BackgroundScheduler
-
 from agent.core.calibrated import Active, Gate
 from agent.io.calibrations import Calibrations
-from agent.io.store import StoreError
+from agent.io.periodic import Periodic
 
 log = logging.getLogger("ragdrift.calibration")
 
 
-class CalibrationWatch:
+class CalibrationWatch(Periodic):
     """The refresh job and the calibrations it last loaded."""
 
     def __init__(self, calibrations: Calibrations, gate: Gate, refresh_seconds: float = 60.0):
+        super().__init__("calibration-refresh", refresh_seconds, log, "the calibrations")
         self.calibrations = calibrations
         self.gate = gate
         self.active = Active()
-        self.scheduler = BackgroundScheduler(timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1})
-        self.scheduler.add_job(self.refresh, "interval", seconds=refresh_seconds, id="calibration-refresh")
 
-    def start(self) -> CalibrationWatch:
-        self.scheduler.start()
-        self.scheduler.add_job(self.refresh, id="calibration-refresh-now")  # once, at start
-        return self
-
-    def stop(self) -> None:
-        self.scheduler.shutdown(wait=False)
-
-    def refresh(self) -> None:
-        try:
-            self.active = Active(self.calibrations.newest(), self.gate)
-        except StoreError as exc:
-            log.warning("cannot read the calibrations", extra={"error": str(exc)})
-        except Exception:
-            log.exception("reading the calibrations failed")
+    def reload(self) -> None:
+        self.active = Active(self.calibrations.newest(), self.gate)

@@ -26,12 +26,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from agent.core.drift import Baseline, DayData, Finding, evaluate
 from agent.core.drift.days import window as summed
 from agent.io.drift_store import DriftStore
+from agent.io.periodic import Periodic
 from agent.io.store import StoreError
 
 log = logging.getLogger("ragdrift.drift")
@@ -76,38 +76,24 @@ def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData]) -> 
     return tuple((name, f) for name, counts in windows.items() for f in evaluate(baseline, counts))
 
 
-class DriftWatch:
+class DriftWatch(Periodic):
     """The refresh job and the last status it computed."""
 
     def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time):
+        super().__init__("drift-refresh", REFRESH_SECONDS, log, "the drift figures")
         self.store = store
         self.group_id = group_id
         self.clock = clock
         self.status = DriftStatus()
         self.baseline: Baseline | None = None  # the one the last refresh loaded
         self.recent: tuple[tuple[str, Finding], ...] = ()  # the sub-day windows' findings (judge_recent)
-        self.scheduler = BackgroundScheduler(timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1})
-        self.scheduler.add_job(self.refresh, "interval", seconds=REFRESH_SECONDS, id="drift-refresh")
-
-    def start(self) -> DriftWatch:
-        self.scheduler.start()
-        self.scheduler.add_job(self.refresh, id="drift-refresh-now")  # once, at start
-        return self
-
-    def stop(self) -> None:
-        self.scheduler.shutdown(wait=False)
 
     def judge_recent(self, windows: Mapping[str, DayData]) -> None:
         """Evaluate the replica's sub-day windows against the loaded baseline (called by the agent loop)."""
         self.recent = judge_windows(self.baseline, windows)
 
-    def refresh(self) -> None:
-        try:
-            self.baseline, self.status = judge(self.store, self.group_id, self.clock())
-        except StoreError as exc:  # keep the last figures; the next refresh tries again
-            log.warning("cannot evaluate drift", extra={"error": str(exc)})
-        except Exception:
-            log.exception("drift evaluation failed")
+    def reload(self) -> None:
+        self.baseline, self.status = judge(self.store, self.group_id, self.clock())
 
 
 class DriftCollector:

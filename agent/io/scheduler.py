@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
@@ -27,6 +26,7 @@ from agent.core.labels import OTHER
 from agent.core.sampling import iso_week
 from agent.io import export
 from agent.io.export import ExportError
+from agent.io.periodic import Periodic
 from agent.io.qrels import Qrels
 from agent.io.queue import Queue
 from agent.io.settings import Settings
@@ -51,10 +51,12 @@ class JudgmentStatus:
     judged: JudgedFigures | None = None  # the newest batch with labels; None before any is judged
 
 
-class Judging:
+class Judging(Periodic):
     """The scheduler and the latest figures it read."""
 
     def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int):
+        super().__init__("judgment-status", REFRESH_SECONDS, log, "the judgment queue's figures",
+                         misfire_grace_time=GRACE_SECONDS)
         self.settings = settings
         self.queue = queue
         self.qrels = qrels
@@ -62,19 +64,8 @@ class Judging:
         self.status = JudgmentStatus()
         self.failures = 0
         self.judged: tuple[tuple[str, int], JudgedFigures] | None = None  # (batch id, label versions), figures
-        self.scheduler = BackgroundScheduler(
-            timezone="UTC", job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": GRACE_SECONDS})
         self.scheduler.add_job(self.weekly, CronTrigger.from_crontab(settings.judgment.schedule, timezone="UTC"),
                                id="weekly-batch")
-        self.scheduler.add_job(self.refresh, "interval", seconds=REFRESH_SECONDS, id="judgment-status")
-
-    def start(self) -> Judging:
-        self.scheduler.start()
-        self.scheduler.add_job(self.refresh, id="judgment-status-now")  # once, at start
-        return self
-
-    def stop(self) -> None:
-        self.scheduler.shutdown(wait=False)
 
     def weekly(self) -> None:
         from agent.jobs import batch
@@ -86,15 +77,11 @@ class Judging:
             log.exception("weekly judgment batch failed")
         self.refresh()
 
-    def refresh(self) -> None:
+    def reload(self) -> None:
         group = self.settings.kafka.group_id
-        try:
-            counts = self.queue.candidate_counts(group, iso_week(time.time()))
-            last = self.queue.last_batch(group)
-            security = self.queue.security_size(group)
-        except StoreError as exc:
-            log.warning("cannot read the judgment queue's figures", extra={"error": str(exc)})
-            return
+        counts = self.queue.candidate_counts(group, iso_week(time.time()))
+        last = self.queue.last_batch(group)
+        security = self.queue.security_size(group)
         self.status = JudgmentStatus(
             candidates=_top(counts, self.top_n), security_queue=security,
             last_batch=None if last is None else last["built_at"],
