@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from agent.core import model as ev
-from agent.core import privacy
+from agent.core import privacy, rules
 from agent.core.decoder import Decoded, decode
 from agent.core.reasons import RejectedEvent
 from agent.schema import load_schema
@@ -237,10 +237,10 @@ def test_schema_states_the_decoders_field_rules():
 
 def test_schema_patterns_are_the_decoders():
     props = SCHEMA["properties"]
-    assert SCHEMA["$defs"]["hashToken"]["pattern"] == ev._HASH_PATTERN
+    assert SCHEMA["$defs"]["hashToken"]["pattern"] == rules.HASH_PATTERN
     assert props["event_id"]["pattern"] == typing.get_args(ev.EventId)[1].extra_json_schema["pattern"]
     assert props["app"]["pattern"] == typing.get_args(ev.AppName)[1].extra_json_schema["pattern"]
-    assert privacy.HASH_BOUND == 128 and "{8,128}" in ev._HASH_PATTERN
+    assert privacy.HASH_BOUND == 128 and "{8,128}" in rules.HASH_PATTERN
     assert set(privacy.HASHED_FIELDS) == {"query.id", "query.terms[]", "principal.groups[]", "results[].acl[]"}
     assert SCHEMA["$defs"]["ident"]["pattern"] == TEXT_PATTERN
 

@@ -12,7 +12,8 @@ import re
 
 import msgspec
 
-from agent.core.model import SCHEMA, Event, Feedback, Filter, Pipeline, Principal, Query, Result, Stages, check_text
+from agent.core.model import SCHEMA, Event, Feedback, Filter, Pipeline, Principal, Query, Result, Stages
+from agent.core.rules import check_text
 from agent.core.privacy import privacy_violation, raw_suspect
 from agent.core.reasons import (
     INVALID_FIELD,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.core.model import Event, Result, epoch
+from agent.core.model import Event, Result
+from agent.core.rules import epoch
 
 STALE_STATUSES = frozenset(("superseded", "draft", "tombstoned"))
 DAY = 86400.0
