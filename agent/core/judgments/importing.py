@@ -16,7 +16,7 @@ the file when there is any.
            item, chunk, judge and grade are required columns.
     Label Studio
            the JSON export of a project made from the batch's tasks: per
-           chunk i of a task, grade_i, tags_i and group_i.
+           chunk i of a task, grade_i, tags_i and group_i (studio.py).
 
 A row whose grade is empty (CSV) or null (JSONL) was not judged yet and is
 skipped; a cancelled (skipped) Label Studio annotation too.
@@ -30,13 +30,12 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from agent.core.judgments import studio
 from agent.core.judgments.labels import GRADES, TAGS, Label
 
 FORMATS = ("jsonl", "csv", "label-studio")
-LABEL_STUDIO_JUDGE = "label-studio:"  # + the Label Studio user id
 _GROUP = re.compile(r"[A-Za-z0-9_-]{1,16}\Z")
 _JUDGE_MAX = 128
-_CONTROLS = ("grade", "tags", "group")  # Label Studio control names: <kind>_<chunk index>
 _REQUIRED_COLUMNS = ("item", "chunk", "judge", "grade")
 
 Keys = Mapping[str, Mapping[str, Collection[str]]]  # batch id -> item -> its chunks
@@ -102,9 +101,9 @@ def parse(file: str, text: str, format: str | None = None) -> Parsed:
     format = format or format_of(file, text)
     text = text.removeprefix("\ufeff")  # a spreadsheet's byte order mark
     if format == "jsonl":
-        return _Reader(file, format).jsonl(text)
+        return Reader(file, format).jsonl(text)
     if format == "csv":
-        return _Reader(file, format).csv(text)
+        return Reader(file, format).csv(text)
     if format == "label-studio":
         try:
             tasks = json.loads(text)
@@ -116,7 +115,7 @@ def parse(file: str, text: str, format: str | None = None) -> Parsed:
 
 def parse_label_studio(file: str, tasks: object) -> Parsed:
     """The labels of a Label Studio JSON export, already decoded (as `pull` reads it)."""
-    return _Reader(file, "label-studio").label_studio(tasks)
+    return studio.read(Reader(file, "label-studio"), tasks)
 
 
 def checked(parsed: Parsed, keys: Keys) -> list[Label]:
@@ -145,7 +144,7 @@ def _unit(format: str) -> str:
 
 
 @dataclass
-class _Reader:
+class Reader:
     """One file's rows as they are read: labels, problems, duplicates."""
 
     file: str
@@ -260,59 +259,6 @@ class _Reader:
             self.problem(reader.line_num, f"not CSV: {exc}")
         return self.done()
 
-    # -- Label Studio -------------------------------------------------------
-
-    def label_studio(self, tasks: object) -> Parsed:
-        if not isinstance(tasks, list):
-            self.problem(1, "not a Label Studio JSON export (a list of tasks)")
-            return self.done()
-        for n, task in enumerate(tasks, 1):
-            data = task.get("data") if isinstance(task, dict) else None
-            chunks = data.get("chunks") if isinstance(data, dict) else None
-            if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
-                self.problem(n, "not a task of a ragdrift batch (no data.item and data.chunks)")
-                continue
-            for ann in task.get("annotations") or ():
-                if not isinstance(ann, dict):
-                    self.problem(n, f"task id {task.get('id')}: an annotation is not an object")
-                elif ann.get("was_cancelled"):
-                    self.skipped += 1  # the judge skipped the task
-                else:
-                    self._annotation(n, f"task id {task.get('id')}, annotation {ann.get('id')}: ",
-                                     data.get("item"), chunks, ann)
-        return self.done()
-
-    def _annotation(self, n: int, where: str, item, chunks: list[dict], ann: dict) -> None:
-        judge = _judge(ann.get("completed_by"))
-        if judge is None:
-            self.problem(n, where + f"completed_by {ann.get('completed_by')!r} names no user")
-            return
-        chosen: dict[tuple[str, int], list] = {}
-        for r in ann.get("result") or ():
-            r = r if isinstance(r, dict) else {}
-            name, value = r.get("from_name"), r.get("value")
-            kind, _, index = str(name).rpartition("_")
-            choices = value.get("choices") if isinstance(value, dict) else None
-            if kind not in _CONTROLS or not index.isdigit() or int(index) >= len(chunks):
-                self.problem(n, where + f"result {name!r} is about no chunk of the task")
-            elif not isinstance(choices, list):
-                self.problem(n, where + f"result {name}: no choices")
-            else:
-                chosen[(kind, int(index))] = choices
-        for i, c in enumerate(chunks):
-            grade = chosen.get(("grade", i))
-            group = chosen.get(("group", i))
-            if grade is None:
-                self.problem(n, where + f"chunk {c.get('chunk')} has no grade")
-                continue
-            if len(grade) != 1 or (group is not None and len(group) != 1):
-                self.problem(n, where + f"chunk {c.get('chunk')}: one grade and at most one evidence group")
-                continue
-            value = grade[0]
-            self.add(n, where + f"chunk {c.get('chunk')}: ", item, c.get("chunk"), judge,
-                     int(value) if isinstance(value, str) and value.isdigit() else value,
-                     chosen.get(("tags", i), []), group[0] if group else None)
-
 
 def _cut(shown: str, limit: int = 40) -> str:
     """A value as a problem shows it: cut, so that text in a wrong column is not echoed whole."""
@@ -322,13 +268,3 @@ def _cut(shown: str, limit: int = 40) -> str:
 def _list(tags) -> object:
     """Tags as given, absent or null being none."""
     return [] if tags is None else tags
-
-
-def _judge(completed_by) -> str | None:
-    """A stable judge name from Label Studio's ``completed_by``: a user id, or
-    a user object (its id, the same whichever form the export uses)."""
-    if isinstance(completed_by, dict):
-        completed_by = completed_by.get("id")
-    if isinstance(completed_by, int) and not isinstance(completed_by, bool):
-        return f"{LABEL_STUDIO_JUDGE}{completed_by}"
-    return None

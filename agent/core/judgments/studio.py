@@ -1,0 +1,80 @@
+"""Label Studio's JSON export of a batch's project, read into labels.
+
+Per chunk i of a task, the labeling config (agent/io/label_studio.py) has
+the controls grade_i, tags_i and group_i. A cancelled (skipped) annotation
+is skipped; the judge is the Label Studio user who completed it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importing.py hands its reader in
+    from agent.core.judgments.importing import Parsed, Reader
+
+LABEL_STUDIO_JUDGE = "label-studio:"  # + the Label Studio user id
+_CONTROLS = ("grade", "tags", "group")  # control names: <kind>_<chunk index>
+
+
+def read(reader: Reader, tasks: object) -> Parsed:
+    """Every task's annotations into `reader`: its labels and problems."""
+    if not isinstance(tasks, list):
+        reader.problem(1, "not a Label Studio JSON export (a list of tasks)")
+        return reader.done()
+    for n, task in enumerate(tasks, 1):
+        data = task.get("data") if isinstance(task, dict) else None
+        chunks = data.get("chunks") if isinstance(data, dict) else None
+        if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
+            reader.problem(n, "not a task of a ragdrift batch (no data.item and data.chunks)")
+            continue
+        for ann in task.get("annotations") or ():
+            if not isinstance(ann, dict):
+                reader.problem(n, f"task id {task.get('id')}: an annotation is not an object")
+            elif ann.get("was_cancelled"):
+                reader.skipped += 1  # the judge skipped the task
+            else:
+                _annotation(reader, n, f"task id {task.get('id')}, annotation {ann.get('id')}: ",
+                            data.get("item"), chunks, ann)
+    return reader.done()
+
+
+def _annotation(reader: Reader, n: int, where: str, item, chunks: list[dict], ann: dict) -> None:
+    judge = _judge(ann.get("completed_by"))
+    if judge is None:
+        reader.problem(n, where + f"completed_by {ann.get('completed_by')!r} names no user")
+        return
+    chosen: dict[tuple[str, int], list] = {}
+    for r in ann.get("result") or ():
+        r = r if isinstance(r, dict) else {}
+        name, value = r.get("from_name"), r.get("value")
+        kind, _, index = str(name).rpartition("_")
+        choices = value.get("choices") if isinstance(value, dict) else None
+        if kind not in _CONTROLS or not index.isdigit() or int(index) >= len(chunks):
+            reader.problem(n, where + f"result {name!r} is about no chunk of the task")
+        elif not isinstance(choices, list):
+            reader.problem(n, where + f"result {name}: no choices")
+        else:
+            chosen[(kind, int(index))] = choices
+    for i, c in enumerate(chunks):
+        grade = chosen.get(("grade", i))
+        group = chosen.get(("group", i))
+        if grade is None:
+            reader.problem(n, where + f"chunk {c.get('chunk')} has no grade")
+            continue
+        if len(grade) != 1 or (group is not None and len(group) != 1):
+            reader.problem(n, where + f"chunk {c.get('chunk')}: one grade and at most one evidence group")
+            continue
+        value = grade[0]
+        reader.add(n, where + f"chunk {c.get('chunk')}: ", item, c.get("chunk"), judge,
+                   int(value) if isinstance(value, str) and value.isdigit() else value,
+                   chosen.get(("tags", i), []), group[0] if group else None)
+
+
+def _judge(completed_by) -> str | None:
+    """A stable judge name from Label Studio's ``completed_by``: a user id, or
+    a user object (its id, the same whichever form the export uses)."""
+    if isinstance(completed_by, dict):
+        completed_by = completed_by.get("id")
+    if isinstance(completed_by, int) and not isinstance(completed_by, bool):
+        return f"{LABEL_STUDIO_JUDGE}{completed_by}"
+    return None
