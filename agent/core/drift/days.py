@@ -22,7 +22,6 @@ depend on how the stream was partitioned.
 | source (mix) | one per admitted result |
 | query_type, language (mixes) | one, `unknown` when missing |
 | filter_outcome (mix) | one per filter, `name:status` |
-
 | query terms (sample) | the event's hashed terms, in the day's bottom-k sample (queries.py) |
 | query_cluster (mix) | one per query with terms, only while a baseline's `QueryModel` is set, only in the sub-day windows |
 
@@ -47,22 +46,9 @@ from datetime import date
 import numpy as np
 
 from agent.core.drift.baseline import Counts
-from agent.core.drift.features import (
-    CONTENT_AGE,
-    FEATURES,
-    FILTER_OUTCOME,
-    LANGUAGE,
-    LATENCY,
-    MEAN_SCORE,
-    PARENT_DIVERSITY,
-    QUERY_CLUSTER,
-    QUERY_TYPE,
-    RESULT_COUNT,
-    SCORE_GAP,
-    SOURCE,
-    TOP1_SCORE,
-    Grids,
-)
+from agent.core.drift.features import (CONTENT_AGE, FEATURES, FILTER_OUTCOME, LANGUAGE, LATENCY, MEAN_SCORE,
+                                       PARENT_DIVERSITY, QUERY_CLUSTER, QUERY_TYPE, RESULT_COUNT, SCORE_GAP, SOURCE,
+                                       TOP1_SCORE, Grids)  # fmt: skip
 from agent.core.drift.queries import QUERIES, SAMPLE, QueryModel, merge_sample, sample_key
 from agent.core.facts import Facts
 
