@@ -16,9 +16,9 @@ baseline's day rung, for the default 1/30). There the values are taken as
 log-normal (a p-value's -log p, whose tail is heavier than the p-value's own
 log), and the threshold is the predictive 1 - rate quantile of the m logs:
 mean + t(m - 1, 1 - rate) * sd * sqrt(1 + 1/m), Student's t because the mean
-and the spread are estimated from the same m values (with the normal quantile
-instead, 14 clean days alarmed at 0.050 for a 0.033 target, measured over
-baselines of 7 generated days). It is never inside the sample's extreme, and is
+and the spread are estimated from the same m values (the plug-in normal
+quantile of log p, capped by the rung below, alarmed at 0.050 for a 0.033
+target, measured over four 7-day baselines of generated days). It is never inside the sample's extreme, and is
 the extreme itself with fewer than `TAIL_MIN_VALUES` positive values. The
 extreme alone would alarm about once in m + 1 windows, not at `rate`; the
 fitted tail is a model, and `Threshold.reason` says so. Over 7-day baselines of
