@@ -1,7 +1,7 @@
 """A figure the agent re-reads from the store on a schedule, off the consumer loop.
 
 The calibrations, the drift findings and the judgment queue's gauges are each
-read by a background job every few seconds and once at start, and scrapes
+read by a background job once at start and then every minute (by default), and scrapes
 render whatever the last read left. A read that fails keeps the last figures
 (the next one tries again), so a store outage never stops the agent.
 """

@@ -70,7 +70,20 @@ def test_weibull_quantile_by_hand():
     z = t_dist.isf(RATE, 5) * math.sqrt(1 + 1 / 6)
     tail = math.exp(-math.exp(statistics.fmean(logs) + z * statistics.stdev(logs)))
     assert tail < 0.01 and quantile(p_values, "chi2_p", RATE) == pytest.approx(tail)
-    assert quantile([0.0, 0.0, 1.0, 2.0, 3.0, 4.0], "ks", RATE) == 4.0  # too few positive values: the largest
+    assert quantile([1.0, 2.0, 3.0, 4.0], "ks", RATE) == 4.0  # too few values to fit: the largest
+    # values below a tenth of the extreme enter the fit as a tenth: zeros too, by hand
+    logs = [math.log(v) for v in (0.4, 0.4, 1.0, 2.0, 3.0, 4.0)]
+    z = t_dist.isf(RATE, 5) * math.sqrt(1 + 1 / 6)
+    by_hand = math.exp(statistics.fmean(logs) + z * statistics.stdev(logs))
+    assert quantile([0.0, 0.0, 1.0, 2.0, 3.0, 4.0], "ks", RATE) == pytest.approx(by_hand)
+    # so one benign value near 0 cannot put the threshold out of reach
+    base = [0.01, 0.02, 0.03, 0.04, 0.05, 0.06]
+    near_zero = {x: quantile([*base, x], "psi", RATE) for x in (0.0, 1e-4, 1e-8, 1e-12)}
+    assert len(set(near_zero.values())) == 1 and near_zero[0.0] < 0.2
+    p_near_one = {p: quantile([0.02, 0.05, 0.1, 0.2, 0.3, 0.5, p], "chi2_p", RATE) for p in (0.6, 0.99, 0.9999, 1.0)}
+    assert len({p_near_one[p] for p in (0.99, 0.9999, 1.0)}) == 1  # a p near 1 is as harmless as 1
+    assert min(p_near_one.values()) > 1e-5  # and never puts the threshold out of reach (it was 0.0 at 0.9999)
+    assert 0 < quantile([0.0, 0.2, 0.3, 0.4, 0.5, 0.6], "chi2_p", RATE) < 1e-200  # a p of 0 can still alarm
     assert quantile([0.1, 0.3, 0.2, 0.4, 0.5, 0.7, 0.6], "psi", RATE) >= 0.7  # never inside the sample
     assert quantile([1.0, 2.0, 3.0, 4.0], "ks", 0.3) == pytest.approx(3.5)  # position 3.5: interpolated
 
