@@ -37,7 +37,7 @@ def consumer(settings: KafkaSettings, client_id: str) -> KafkaConsumer:
         max_poll_records=settings.max_poll_records,
         session_timeout_ms=settings.session_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
-        **{"allow_auto_create_topics": False, **settings.client},
+        **{"allow_auto_create_topics": False, **settings.client, **settings.consumer},
     )
 
 
@@ -51,6 +51,7 @@ def producer(settings: KafkaSettings, client_id: str) -> KafkaProducer:
         max_request_size=max(1 << 20, settings.max_message_bytes + (64 << 10)),
         max_block_ms=3000,  # a dead letter must not stall the loop past the session timeout
         **settings.client,
+        **settings.producer,
     )
 
 

@@ -23,6 +23,7 @@ import yaml
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.io.drift_settings import DriftSettings, check_drift
 from agent.io.judgment_settings import JudgmentSettings, check_judgment
+from agent.io.kafka_options import check_options
 
 ENV_PREFIX = "RAGDRIFT_"
 
@@ -50,6 +51,9 @@ class KafkaSettings:
     # Passed through to kafka-python's consumer and producer as they are:
     # security_protocol, sasl_mechanism, sasl_plain_username, ssl_cafile, ...
     client: dict[str, Any] = field(default_factory=dict)
+    # Passed to one client only, after `client` (agent/io/kafka_options.py).
+    consumer: dict[str, Any] = field(default_factory=dict)  # fetch_max_bytes, isolation_level, ...
+    producer: dict[str, Any] = field(default_factory=dict)  # compression_type, ...
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,8 @@ class Settings:
     def redacted(self) -> dict:
         """The settings as plain data with secrets masked, for printing."""
         doc = dataclasses.asdict(self)
-        client = doc["kafka"]["client"]
-        doc["kafka"]["client"] = {k: ("***" if _secret_key(k) else v) for k, v in client.items()}
+        for section in ("client", "consumer", "producer"):
+            doc["kafka"][section] = {k: ("***" if _secret_key(k) else v) for k, v in doc["kafka"][section].items()}
         doc["judgment"]["salt"] = "***" if self.judgment.salt else ""
         doc["store"]["url"] = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", doc["store"]["url"])
         return doc
@@ -262,6 +266,7 @@ def _check(s: Settings) -> None:
     need(s.kafka.probe_interval_seconds > 0, "kafka.probe_interval_seconds", "must be > 0")
     need(s.kafka.heartbeat_interval_ms < s.kafka.session_timeout_ms, "kafka.heartbeat_interval_ms",
          "must be below kafka.session_timeout_ms")
+    check_options(s.kafka.client, s.kafka.consumer, s.kafka.producer, need)
     need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")
     need(s.store.url.split(":", 1)[0].split("+")[0] in ("sqlite", "postgresql"), "store.url", "must be sqlite:///... or postgresql://...")
     need(0 <= s.metrics.port < 65536, "metrics.port", "must be a TCP port (0 picks a free one)")

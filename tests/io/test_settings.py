@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kafka import KafkaConsumer, KafkaProducer
 
 from agent.core.calibrated import Gate
 from agent.core.config import DEFAULT_BUCKETS, CoreConfig
@@ -485,3 +486,50 @@ def test_drift_grids_per_app_are_read_and_checked(tmp_path):
         load(write(tmp_path, "drift: {grids: {docs-search: {source: {lo: 0, hi: 1, cells: 3}}}}"), environ={})
     with pytest.raises(ConfigError, match=r"drift\.grids\.a\.top1_score: grid needs finite lo < hi"):
         load(write(tmp_path, "drift: {grids: {a: {top1_score: {lo: 1, hi: 0, cells: 3}}}}"), environ={})
+
+
+# -- kafka-python settings passed through ---------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("kafka: {client: {fetch_max_bytes: 1}}\n",
+     "kafka.client.fetch_max_bytes: a kafka-python consumer setting only: put it under kafka.consumer"),
+    ("kafka: {client: {compression_type: gzip}}\n",
+     "kafka.client.compression_type: a kafka-python producer setting only: put it under kafka.producer"),
+    ("kafka: {client: {sasl_mechanizm: PLAIN}}\n", "kafka.client.sasl_mechanizm: not a kafka-python setting"),
+    ("kafka: {consumer: {compression_type: gzip}}\n",
+     "kafka.consumer.compression_type: not a kafka-python consumer setting"),
+    ("kafka: {producer: {isolation_level: read_committed}}\n",
+     "kafka.producer.isolation_level: not a kafka-python producer setting"),
+    ("kafka: {client: {group_id: other}}\n", "kafka.client.group_id: set by kafka.group_id"),
+    ("kafka: {consumer: {enable_auto_commit: true}}\n",
+     "kafka.consumer.enable_auto_commit: set by the agent: offsets are committed with its checkpoints"),
+    ("kafka: {consumer: {value_deserializer: x}}\n",
+     "kafka.consumer.value_deserializer: set by the agent: it decodes raw bytes itself"),
+    ("kafka: {producer: {acks: 1}}\n", "kafka.producer.acks: set by the agent: dead letters are written with acks=all"),
+])
+def test_pass_through_settings_are_checked_with_the_configuration(tmp_path, text, message):
+    assert error(tmp_path, text) == message
+
+
+def test_consumer_and_producer_settings_reach_their_client_only(tmp_path, monkeypatch):
+    from agent.io import broker
+
+    path = tmp_path / "c.yaml"
+    path.write_text("kafka:\n  client: {request_timeout_ms: 40000}\n"
+                    "  consumer: {fetch_max_bytes: 1048576, isolation_level: read_committed}\n"
+                    "  producer: {compression_type: gzip}\n")
+    settings = load(path, environ={})
+    built = {}
+    monkeypatch.setattr(broker, "KafkaConsumer", lambda **kw: built.setdefault("consumer", kw))
+    monkeypatch.setattr(broker, "KafkaProducer", lambda **kw: built.setdefault("producer", kw))
+    broker.consumer(settings.kafka, "c-1")
+    broker.producer(settings.kafka, "c-1")
+    consumer, producer = built["consumer"], built["producer"]
+    assert consumer["request_timeout_ms"] == producer["request_timeout_ms"] == 40000
+    assert consumer["fetch_max_bytes"] == 1048576 and consumer["isolation_level"] == "read_committed"
+    assert "compression_type" not in consumer and "fetch_max_bytes" not in producer
+    assert producer["compression_type"] == "gzip"
+    assert consumer["enable_auto_commit"] is False and consumer["allow_auto_create_topics"] is False
+    # kafka-python would accept them: every key is one of its settings
+    assert set(consumer) <= set(KafkaConsumer.DEFAULT_CONFIG) and set(producer) <= set(KafkaProducer.DEFAULT_CONFIG)
