@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.drift import freeze
-from agent.core.drift.days import DriftConfig, DriftDays, counts_of
+from agent.core.drift.days import DriftDays
 from agent.core.drift.queries import NEW, QUERIES, SAMPLE, QueryModel, fit, merge_sample, sample_key
 from agent.core.facts import facts_of
-from agent.core.state import PartitionState
 from agent.core.vocabulary import Vocabulary
 from agent.synth import generate
+from tests.generated_days import DAY0, generated_days
 from tests.core.test_properties import FAST
 
-DAY0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
 keys = st.dictionaries(st.text("0123456789abcdef", min_size=4, max_size=4), st.just(("t",)), max_size=12)
 
 
@@ -71,12 +68,7 @@ def test_the_day_sample_is_the_bottom_k_of_its_events_with_terms():
 
 
 def test_freeze_with_samples_is_byte_identical_and_carries_the_model():
-    days = {}
-    for d in range(7):
-        state = PartitionState(CoreConfig(), drift=DriftConfig())
-        for line in generate(600, seed=d, start=DAY0 + timedelta(days=d), rate=600 / 86400):
-            state.process(line)
-        days.update(counts_of(state.drift.take()))
+    days = generated_days(7, 600)
     first, second = freeze(days, "q"), freeze(days, "q")
     assert first.to_json() == second.to_json()
     assert first.queries is not None and len(first.queries.centres) == 8

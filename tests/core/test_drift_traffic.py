@@ -11,7 +11,7 @@ the counts and delays.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 from scipy.stats import betabinom
@@ -19,12 +19,12 @@ from scipy.stats import betabinom
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
 from agent.core.drift.calibrate import Calibration
-from agent.core.drift.days import DriftConfig, counts_of, merge, recent_windows
+from agent.core.drift.days import DriftConfig, merge, recent_windows
 from agent.core.state import Baseline as Shared
 from agent.core.state import PartitionState
 from agent.synth import Incident, generate
+from tests.generated_days import DAY0, day_counts, generated_days
 
-DAY0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
 BASELINE_DAYS = 7
 CLEAN_DAYS = 14
 PER_DAY = 1500  # events per day, over the generator's three apps
@@ -39,19 +39,12 @@ EXPECTED = {  # the features whose alarm each incident must raise
 SURPRISE = 1e-4  # the chance that one series of clean days exceeds its allowed count
 
 
-def day_counts(day: int, incidents=()) -> dict:
-    state = PartitionState(CoreConfig(), drift=DriftConfig())
-    for line in generate(PER_DAY, seed=1000 + day, start=DAY0 + timedelta(days=day), rate=PER_DAY / 86400):
-        state.process(line)
-    return counts_of(state.drift.take())
+SEED = 1000  # day d is the generator's stream SEED + d
 
 
 @pytest.fixture(scope="module")
 def baseline():
-    days: dict = {}
-    for d in range(BASELINE_DAYS):
-        days.update(day_counts(d))
-    return freeze(days, "traffic")
+    return freeze(generated_days(BASELINE_DAYS, PER_DAY, SEED), "traffic")
 
 
 RATE_CONFIGURED = Calibration().rate
@@ -60,7 +53,7 @@ RATE_CONFIGURED = Calibration().rate
 def test_clean_days_raise_no_more_false_alarms_than_calibrated(baseline):
     alarms: dict[tuple[str, str, str], int] = {}  # (app, feature, stat) -> clean days it alarmed on
     for d in range(BASELINE_DAYS, BASELINE_DAYS + CLEAN_DAYS):
-        (counts,) = day_counts(d).values()
+        (counts,) = day_counts(d, PER_DAY, SEED + d).values()
         for f in evaluate(baseline, counts):
             alarms[(f.app, f.feature, f.stat)] = alarms.get((f.app, f.feature, f.stat), 0) + f.alarm
     # With D baseline days the day-size threshold lies beyond the extreme of D

@@ -3,21 +3,21 @@ and a restored partition finds the vocabulary its checkpoint names in the store 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
 from agent.core.config import CoreConfig
 from agent.core.drift import freeze
-from agent.core.drift.days import DriftConfig, counts_of
+from agent.core.drift.days import DriftConfig
 from agent.core.state import PartitionState
 from agent.io.drift_store import TABLES, DriftStore
 from agent.io.settings import KafkaSettings
 from agent.io.store import Store
 from agent.ownership import Ownership
 from agent.synth import Incident, generate
+from tests.generated_days import DAY0, generated_days
 
-DAY0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
 
 
 @pytest.fixture
@@ -34,12 +34,7 @@ def ownership(drift: DriftStore) -> Ownership:
 
 
 def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(drift):
-    days = {}
-    for d in range(7):
-        state = PartitionState(CoreConfig(), drift=DriftConfig())
-        for line in generate(400, seed=d, start=DAY0 + timedelta(days=d), rate=400 / 86400):
-            state.process(line)
-        days.update(counts_of(state.drift.take()))
+    days = generated_days(7, 400)
     baseline = freeze(days, "vocab")
     drift.save_baseline(baseline)
     parts = ownership(drift)
