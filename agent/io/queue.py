@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import msgspec
 import orjson
-from sqlalchemy import BigInteger, Column, Float, Integer, LargeBinary, MetaData, String, Table, delete, func, select
+from sqlalchemy import BigInteger, Column, Float, Integer, LargeBinary, MetaData, String, Table, bindparam, delete, func, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -86,10 +86,11 @@ class Queue:
 
         def write(conn: Connection) -> None:
             c = self.candidates.c
-            for week, stratum, event_id in evicted:
+            if evicted:  # one statement, executed many times: a reservoir evicts thousands an interval
                 conn.execute(delete(self.candidates).where(
                     c.group_id == group_id, c.topic == topic, c.partition == partition,
-                    c.week == week, c.stratum == stratum, c.event_id == event_id))
+                    c.week == bindparam("w"), c.stratum == bindparam("s"), c.event_id == bindparam("e")),
+                    [{"w": week, "s": stratum, "e": event_id} for week, stratum, event_id in evicted])
             if added:  # new rows, or a kept event whose priority rose
                 stmt = self.store.insert(self.candidates)
                 stmt = stmt.on_conflict_do_update(

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import orjson
 from sqlalchemy import insert
 
 from agent.core.batch import BatchConfig, build
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
-from agent.core.sampling import ResultRef, RiskConfig, assess, candidates_of
+from agent.core.sampling import Candidate, ResultRef, RiskConfig, assess, candidates_of
 from agent.io import export
 from agent.io.queue import TABLES, Queue
 from agent.io.store import Store
@@ -68,3 +69,23 @@ def test_rows_stored_by_the_previous_release_load_and_give_the_same_batch(url, t
     assert sorted(p.name for p in written.iterdir()) == sorted(p.name for p in expected.iterdir())
     for path in expected.iterdir():
         assert (written / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_a_checkpoint_deletes_exactly_the_evicted_rows_of_its_partition(url):
+    store = Store(url, tables=TABLES)
+    queue = Queue(store)
+    rows = [orjson.loads(line) for line in (DATA / "main-rows.jsonl").read_bytes().splitlines()]
+    candidates = [msgspec.convert(row, Candidate) for row in rows]
+    keys = [(c.week, c.stratum, c.event_id) for c in candidates]
+    try:
+        with store.engine.begin() as conn:
+            for partition in (0, 1):
+                queue.writes("g", "t", partition, candidates, (), ())(conn)
+        evicted = set(keys[::3])
+        with store.engine.begin() as conn:
+            queue.writes("g", "t", 0, (), evicted, ())(conn)
+        kept = {(c.week, c.stratum, c.event_id) for c in queue.partition_candidates("g", "t", 0)}
+        other = {(c.week, c.stratum, c.event_id) for c in queue.partition_candidates("g", "t", 1)}
+    finally:
+        store.close()
+    assert len(evicted) > 1 and kept == set(keys) - evicted and other == set(keys)
