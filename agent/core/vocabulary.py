@@ -17,7 +17,7 @@ KNOWN_TERMS = 1 << 14  # bound of the memo of terms known to be in the filter
 
 
 class Vocabulary:
-    __slots__ = ("bits", "hashes", "_array", "frozen", "_known")
+    __slots__ = ("bits", "hashes", "_array", "frozen", "_known", "_encoded")
 
     def __init__(self, bits: int = 1 << 20, hashes: int = 7, array: bytes | None = None, frozen: bool = False):
         if bits < 8 or bits % 8:
@@ -30,6 +30,9 @@ class Vocabulary:
         # filter already holds. Remembering those skips hashing; a Bloom filter
         # never forgets, so the memo cannot change an answer.
         self._known: set[str] = set()
+        # The array as checkpointed, until a bit changes: a filter that has
+        # seen most terms is written again and again unchanged.
+        self._encoded: str | None = None
 
     def _positions(self, term: str) -> list[int]:
         """Double hashing over one 64-bit digest (stable across processes)."""
@@ -58,6 +61,7 @@ class Vocabulary:
                 if self.frozen:
                     return True
                 array[p >> 3] |= 1 << (p & 7)
+                self._encoded = None
         self._remember(term)
         return new
 
@@ -76,12 +80,9 @@ class Vocabulary:
         self._known.add(term)
 
     def to_dict(self) -> dict:
-        return {
-            "bits": self.bits,
-            "hashes": self.hashes,
-            "frozen": self.frozen,
-            "array": base64.b64encode(zlib.compress(bytes(self._array))).decode(),
-        }
+        if self._encoded is None:
+            self._encoded = base64.b64encode(zlib.compress(bytes(self._array))).decode()
+        return {"bits": self.bits, "hashes": self.hashes, "frozen": self.frozen, "array": self._encoded}
 
     @classmethod
     def from_dict(cls, data: dict) -> Vocabulary:

@@ -196,6 +196,17 @@ def test_frozen_vocabulary_survives_a_checkpoint():
     assert "term0000" in restored.vocabulary
 
 
+def test_a_checkpoint_after_new_terms_carries_them():
+    """The encoded filter is reused between checkpoints only while no bit changes."""
+    vocabulary = Vocabulary(1 << 14, 5)
+    vocabulary.add("term0000")
+    first = vocabulary.to_dict()
+    assert vocabulary.to_dict() == first and not vocabulary.add("term0000")
+    vocabulary.add("term0001")
+    restored = Vocabulary.from_dict(vocabulary.to_dict())
+    assert "term0001" in restored and "term0001" not in Vocabulary.from_dict(first)
+
+
 # --------------------------------------------------------------------------- snapshot
 
 
