@@ -12,6 +12,7 @@ import pytest
 from agent.core.decoder import DEFAULT_MAX_BYTES, Decoded, decode
 from agent.core.model import Event, encode
 from agent.core.reasons import RejectedEvent
+from agent.core import rules
 from agent.core.privacy import privacy_violation
 
 BASE = {
@@ -626,3 +627,27 @@ def test_trailing_newline_in_free_text_is_rejected():
 def test_offset_minutes_over_59_are_rejected():
     doc = make(results=[{**BASE["results"][0], "effective_date": "2026-01-15T10:00:00+05:60"}])
     assert reason_of(raw(doc)) == "invalid_field:results[0].effective_date"
+
+
+def test_a_known_string_is_judged_as_when_new():
+    """The memos of recurring strings change no verdict: a token that passed
+    once passes again, one that failed fails again, and neither a failing
+    string nor a bad date is kept in memory (it may be personal data)."""
+    phone = "555-123-4567"
+    good = make(query={"id": "q0000001", "terms": ["term0001", "term0002"]})
+    bad = make(query={"id": "q0000001", "terms": ["term0001", phone]})
+    for _ in range(2):
+        assert isinstance(decode(raw(good)), Decoded)
+        assert reason_of(raw(bad)) == "pii_suspected"
+    assert phone not in rules._HASH and "term0001" in rules._HASH
+    for _ in range(2):
+        assert reason_of(raw(make(results=[{**BASE["results"][0], "effective_date": "2026-02-30"}]))) \
+            == "invalid_field:results[0].effective_date"
+    assert "2026-02-30" not in rules.epoch.__self__
+
+
+def test_a_memo_is_bounded_and_keeps_only_what_passes():
+    memo = rules.Memo(lambda text: text.startswith("ok"))
+    for i in range(rules.KNOWN_STRINGS + 10):
+        assert memo[f"ok{i}"] and not memo[f"no{i}"]
+    assert 0 < len(memo) <= rules.KNOWN_STRINGS and not any(key.startswith("no") for key in memo)

@@ -1,10 +1,11 @@
 """The event's character rules: hash tokens, labels, app names, language
 tags, fingerprints, dates, phone numbers and free text.
 
-The event checks all of its strings in a handful of regex searches over
-joined text (one per rule), not one call per struct or per string: that was
-most of the decoding time. Only when a search finds something does it walk
-the fields, in document order, to name the first offender.
+Most of an event's strings recur from event to event (query terms, groups,
+ACL tokens, fingerprints, dates, labels), so each rule's verdicts are kept
+in a bounded memo and a known string costs one dict lookup, not a regex call:
+regex calls were most of the decoding time. Only when a string breaks a rule
+does the event walk its fields, in document order, to name the first offender.
 
 The rule for free text (no control characters, DEL or lone surrogates) is the
 exception: `check_text` runs it, and the decoder skips it for a message whose
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, timezone
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the model calls these rules from Event.__post_init__
@@ -34,9 +34,8 @@ TEXT_CHARS = r"[^\x00-\x1f\x7f\ud800-\udfff]"  # no control characters, no lone 
 LANGUAGE_PATTERN = r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$"
 
 
-# What finds a character a rule does not allow. Each rule's strings are joined
-# and searched once; Python's `$` would also match before a final newline, so
-# full matches end in `\Z`.
+# What finds a character a rule does not allow. Python's `$` would also match
+# before a final newline, so full matches end in `\Z`.
 _NOT_HASH = re.compile(r"[^A-Za-z0-9_-]")
 _NOT_TEXT = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9_.:-]")  # event ids too: the same characters
@@ -44,50 +43,78 @@ _NOT_APP = re.compile(r"[^a-z0-9_-]")
 _NOT_HEX = re.compile(r"[^0-9a-fA-F]")
 _LANGUAGE = re.compile(LANGUAGE_PATTERN.removesuffix("$") + r"\Z")
 _DATE = re.compile(DATE_PATTERN.removesuffix("$") + r"\Z")
-# A phone number within the hash alphabet (see HASH_PATTERN): searched for
-# among tokens each preceded and followed by a space (a literal first
-# character makes the search fast).
-_PHONE = r"(?=[0-9-]*-)-*(?:[0-9]-*){7,15}"
-_PHONE_TOKEN = re.compile(rf" {_PHONE}(?= )")
-_PHONE_ALONE = re.compile(rf"{_PHONE}\Z")
+# A phone number within the hash alphabet (see HASH_PATTERN).
+_PHONE_ALONE = re.compile(r"(?=[0-9-]*-)-*(?:[0-9]-*){7,15}\Z")
+KNOWN_STRINGS = 1 << 14  # bound of each memo of strings known to pass a rule
+
+
+class Memo(dict):
+    """A rule's verdict on strings seen before, bounded.
+
+    Query terms, groups, ACL tokens, fingerprints, app names, labels, language
+    tags and dates recur from event to event. A lookup of a known string is a
+    dict lookup that runs no Python code, several times cheaper than a regex
+    call or an `lru_cache` call; only a new string reaches `__missing__`.
+    Only strings that pass are kept: one that breaks a rule (or makes it
+    raise) may be personal data, and is kept nowhere.
+    """
+
+    __slots__ = ("rule",)
+
+    def __init__(self, rule):
+        super().__init__()
+        self.rule = rule
+
+    def __missing__(self, text: str):
+        verdict = self.rule(text)
+        if verdict:
+            if len(self) >= KNOWN_STRINGS:
+                self.clear()
+            self[text] = verdict
+        return verdict
+
+
+def _is_hash(token: str) -> bool:
+    """The hash alphabet, and not a phone number spelled within it."""
+    return _NOT_HASH.search(token) is None and _PHONE_ALONE.match(token) is None
+
+
+_HASH = Memo(_is_hash)
+_LABEL = Memo(lambda text: _NOT_LABEL.search(text) is None)
+_APP = Memo(lambda text: _NOT_APP.search(text) is None)
+_HEX = Memo(lambda text: _NOT_HEX.search(text) is None)
+_LANGUAGE_TAG = Memo(lambda text: _LANGUAGE.match(text) is not None)
 
 
 def check(event: Event) -> None:
-    """Every character rule of the event but the free-text one (`check_text`),
-    one search per rule over joined text.
+    """Every character rule of the event but the free-text one (`check_text`).
 
-    A search that finds something hands over to `_offender`, which names the
-    field; dates are parsed (memoized) as they are checked.
+    Recurring strings go through the memos; the two new with each event (its
+    id and the query id) are searched directly. A string that breaks a rule
+    hands over to `_offender`, which names the first such field in document
+    order.
     """
-    query, principal, results = event.query, event.principal, event.results
-    hashes = [query.id, *query.terms, *principal.groups]
-    hexes = []
-    dates = []
-    for r in results:
-        if r.acl:
-            hashes += r.acl
-        if r.fingerprint is not None:
-            hexes.append(r.fingerprint)
-        if r.effective_date is not None:
-            dates.append(r.effective_date)
-        if r.expires_at is not None:
-            dates.append(r.expires_at)
-    labels = event.event_id + "".join([f.name for f in event.filters])
-    if query.type is not None:
-        labels += query.type
-    try:
-        for text_date in dates:
-            epoch(text_date)
-    except ValueError:
-        _offender(event)
-    if (
-        _NOT_HASH.search("".join(hashes))
-        or _PHONE_TOKEN.search(f" {' '.join(hashes)} ")
-        or _NOT_LABEL.search(labels)
-        or _NOT_APP.search(event.app)
-        or (hexes and _NOT_HEX.search("".join(hexes)))
-        or (query.language is not None and not _LANGUAGE.match(query.language))
+    query = event.query
+    if not (
+        _NOT_LABEL.search(event.event_id) is None
+        and _APP[event.app]
+        and _is_hash(query.id)
+        and all(map(_HASH.__getitem__, query.terms))
+        and all(map(_HASH.__getitem__, event.principal.groups))
+        and (query.type is None or _LABEL[query.type])
+        and (query.language is None or _LANGUAGE_TAG[query.language])
+        and all(_LABEL[f.name] for f in event.filters)
     ):
+        _offender(event)
+    try:
+        for r in event.results:
+            if r.acl and not all(map(_HASH.__getitem__, r.acl)) or r.fingerprint is not None and not _HEX[r.fingerprint]:
+                _offender(event)
+            if r.effective_date is not None:
+                epoch(r.effective_date)
+            if r.expires_at is not None:
+                epoch(r.expires_at)
+    except ValueError:
         _offender(event)
 
 
@@ -165,13 +192,8 @@ def _strings(event: Event):
             yield f"feedback.cited[{i}]", cited, _NOT_TEXT
 
 
-@lru_cache(maxsize=1 << 16)
-def epoch(text: str) -> float:
-    """Parse an RFC 3339 date-time, or a date taken as midnight UTC.
-
-    Memoized: a corpus's chunks recur across events with the same dates, and
-    parsing is a quarter of decoding otherwise. The memo is bounded.
-    """
+def _parse_date(text: str) -> float:
+    """Parse an RFC 3339 date-time, or a date taken as midnight UTC."""
     if not _DATE.match(text):
         raise ValueError("not an RFC 3339 date or date-time")
     try:
@@ -180,3 +202,9 @@ def epoch(text: str) -> float:
         return datetime.fromisoformat(text.upper()).timestamp()  # 3.11 refuses "t" and "z"
     except ValueError:
         raise ValueError("not a valid date") from None
+
+
+# `epoch(text)`: a date's epoch seconds, memoized (a corpus's chunks recur
+# across events with the same dates, and parsing was a quarter of decoding);
+# raises ValueError for text that is not a valid date.
+epoch = Memo(_parse_date).__getitem__
