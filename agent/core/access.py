@@ -11,9 +11,9 @@ METRICS = (UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS, UNAUTHORIZED_RISK)
 
 
 def observe(view: View, tally: Tally) -> None:
-    facts, app = view.facts, view.app
+    facts, keys = view.facts, view.keys
     if facts.unauthorized:
-        inc(tally, (UNAUTHORIZED_RESULTS.name, app), len(facts.unauthorized))
-        inc(tally, (UNAUTHORIZED_RETRIEVALS.name, app))
+        inc(tally, keys[UNAUTHORIZED_RESULTS], len(facts.unauthorized))
+        inc(tally, keys[UNAUTHORIZED_RETRIEVALS])
     if facts.unauthorized_risk:
-        inc(tally, (UNAUTHORIZED_RISK.name, app))
+        inc(tally, keys[UNAUTHORIZED_RISK])

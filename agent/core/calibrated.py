@@ -92,8 +92,8 @@ def observe(view: View, tally: Tally) -> None:
     relevant = 0.0
     for r in admitted:
         relevant += interpolate(x, y, r.score)
-    inc(tally, (ESTIMATED_RELEVANT.name, view.app), relevant)
-    inc(tally, (CALIBRATED.name, view.app), len(admitted))
+    inc(tally, view.keys[ESTIMATED_RELEVANT], relevant)
+    inc(tally, view.keys[CALIBRATED], len(admitted))
 
 
 def status(calibrated: float, uncalibrated: dict[str, float]) -> str:

@@ -17,7 +17,7 @@ def observe(view: View, tally: Tally) -> None:
     citations = view.facts.citations
     if citations is None:
         return
-    inc(tally, (CITABLE.name, view.app), len(citations))
+    inc(tally, view.keys[CITABLE], len(citations))
     cited = sum(citations)
     if cited:
-        inc(tally, (CITED.name, view.app), cited)
+        inc(tally, view.keys[CITED], cited)

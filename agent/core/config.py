@@ -63,6 +63,10 @@ class CoreConfig:
         """Retrievers score on different scales, so score buckets are per app."""
         return self._score_by_app.get(app) or self._buckets["score"]
 
+    def buckets_for(self, kind: str, app: str) -> Buckets:
+        """One app's bounds of a bucket set: its own for scores, the shared ones otherwise."""
+        return self.score_buckets(app) if kind == "score" else self._buckets[kind]
+
     @property
     def horizon_buckets(self) -> int:
         """How many buckets a partition keeps: the longest window plus lateness."""

@@ -13,11 +13,11 @@ METRICS = (AGE, NOT_YET_EFFECTIVE, STALE_RESULTS, STALE_CONFLICTS)
 
 
 def observe(view: View, tally: Tally) -> None:
-    facts, app = view.facts, view.app
-    AGE.record_all(tally, view.config.bucket_set("age_days"), app, facts.ages)
+    facts, keys = view.facts, view.keys
+    keys[AGE].record_all(tally, facts.ages)
     if facts.not_yet_effective:
-        inc(tally, (NOT_YET_EFFECTIVE.name, app), facts.not_yet_effective)
+        inc(tally, keys[NOT_YET_EFFECTIVE], facts.not_yet_effective)
     if facts.stale:
-        inc(tally, (STALE_RESULTS.name, app), facts.stale)
+        inc(tally, keys[STALE_RESULTS], facts.stale)
         if facts.stale_conflict:
-            inc(tally, (STALE_CONFLICTS.name, app))
+            inc(tally, keys[STALE_CONFLICTS])

@@ -10,4 +10,4 @@ METRICS = (LATENCY,)
 def observe(view: View, tally: Tally) -> None:
     latency = view.facts.event.latency_ms
     if latency is not None:
-        LATENCY.record(tally, view.config.bucket_set("latency_seconds"), view.app, latency / 1000.0)
+        view.keys[LATENCY].record(tally, latency / 1000.0)

@@ -18,6 +18,6 @@ def observe(view: View, tally: Tally) -> None:
     language = query.language.lower() if query.language else UNKNOWN
     inc(tally, (LANGUAGES.name, labels["language"](language)))
     if query.terms:
-        inc(tally, (TERMS.name, app), len(query.terms))
+        inc(tally, view.keys[TERMS], len(query.terms))
         if view.new_terms:
-            inc(tally, (NEW_TERMS.name, app), view.new_terms)
+            inc(tally, view.keys[NEW_TERMS], view.new_terms)

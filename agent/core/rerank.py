@@ -8,4 +8,4 @@ METRICS = (SHIFT,)
 
 
 def observe(view: View, tally: Tally) -> None:
-    SHIFT.record_all(tally, view.config.bucket_set("rank_shift"), view.app, view.facts.rank_shifts)
+    view.keys[SHIFT].record_all(tally, view.facts.rank_shifts)

@@ -10,12 +10,11 @@ METRICS = (TOP1, ADMITTED, GAP)
 
 
 def observe(view: View, tally: Tally) -> None:
-    facts, app = view.facts, view.app
+    facts, keys = view.facts, view.keys
     if facts.top1 is None:
         return
-    buckets = view.config.score_buckets(app)
-    TOP1.record(tally, buckets, app, facts.top1)
+    keys[TOP1].record(tally, facts.top1)
     if facts.gap is not None:
-        GAP.record(tally, view.config.bucket_set("gap"), app, facts.gap)
+        keys[GAP].record(tally, facts.gap)
     if facts.admitted_score is not None:
-        ADMITTED.record(tally, buckets, app, facts.admitted_score)
+        keys[ADMITTED].record(tally, facts.admitted_score)

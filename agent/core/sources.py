@@ -12,7 +12,7 @@ METRICS = (ADMITTED_RESULTS, DUPLICATES, DIVERSITY, DOMINANCE)
 
 
 def observe(view: View, tally: Tally) -> None:
-    facts, app = view.facts, view.app
+    facts, app, keys = view.facts, view.app, view.keys
     admitted = facts.admitted
     if not admitted:
         return
@@ -20,12 +20,11 @@ def observe(view: View, tally: Tally) -> None:
     for source, n in facts.sources.items():
         inc(tally, (ADMITTED_RESULTS.name, app, source_label(source)), n)
     if facts.duplicate_fingerprints:
-        inc(tally, (DUPLICATES.name, app), facts.duplicate_fingerprints)
-    ratios = view.config.bucket_set("ratio")
+        inc(tally, keys[DUPLICATES], facts.duplicate_fingerprints)
     n = len(admitted)
     parents = facts.parents
-    DIVERSITY.record(tally, ratios, app, len(parents) / n)
-    DOMINANCE.record(tally, ratios, app, max(parents.values()) / n)
+    keys[DIVERSITY].record(tally, len(parents) / n)
+    keys[DOMINANCE].record(tally, max(parents.values()) / n)
 
 
 def concentration(admitted_by_source: dict[str, float]) -> tuple[float, float]:

@@ -31,7 +31,7 @@ from agent.core.drift.days import DriftConfig, DriftDays
 from agent.core.facts import Facts, facts_of
 from agent.core.judging import Judging, JudgingConfig
 from agent.core.sampling import Candidate
-from agent.core.view import View
+from agent.core.view import Keys, View
 from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
 
@@ -51,7 +51,7 @@ class Baseline:
 
 
 class PartitionState:
-    __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "labels", "vocabulary", "windows")
+    __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "keys", "labels", "vocabulary", "windows")
 
     def __init__(self, config: CoreConfig, baseline: Baseline | None = None, judging: JudgingConfig | None = None,
                  kept: Iterable[Candidate] = (), drift: DriftConfig | None = None):
@@ -67,6 +67,7 @@ class PartitionState:
         }
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
         self.windows = Windows(config)
+        self.keys: dict[str, Keys] = {}  # per app label: derived, never checkpointed
 
     def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> Facts:
         """Fold one event into its bucket and return its facts.
@@ -84,7 +85,11 @@ class PartitionState:
         new_terms = 0
         if terms:
             new_terms = (self.vocabulary if self.baseline is None else self.baseline.vocabulary).add_all(terms)
-        view = View(facts, self.labels["app"](event.app), self.config, self.labels, new_terms, self.calibrations)
+        app = self.labels["app"](event.app)
+        keys = self.keys.get(app)
+        if keys is None:
+            keys = self.keys[app] = Keys(app, self.config)
+        view = View(facts, app, keys, self.config, self.labels, new_terms, self.calibrations)
         for observe in OBSERVERS:
             observe(view, target)
         if unknown_fields:

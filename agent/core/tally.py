@@ -16,15 +16,21 @@ Key = tuple[str, ...]
 Tally = dict[Key, float]
 
 
-@dataclass(frozen=True)
+# Families are compared and hashed by identity (eq=False): each is declared
+# once, and a family is a dict key on the hot path (agent/core/view.py, Keys).
+@dataclass(frozen=True, eq=False)
 class Counter:
     name: str
     labels: tuple[str, ...]
     help: str
     windowed: bool = True  # False: bookkeeping that never lands in a window
 
+    def key(self, label: str) -> Key:
+        """The key of one value of its one label."""
+        return (self.name, label)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
 class Histogram:
     name: str
     labels: tuple[str, ...]
@@ -32,35 +38,49 @@ class Histogram:
     buckets: str  # which configured bucket set (see CoreConfig.buckets)
 
     def __post_init__(self) -> None:
-        # Key names built once, not per observation.
         object.__setattr__(self, "bucket_key", self.name + "_bucket")
         object.__setattr__(self, "count_key", self.name + "_count")
         object.__setattr__(self, "sum_key", self.name + "_sum")
 
-    def record(self, tally: Tally, buckets: Buckets, label: str, value: float) -> None:
+    def keys(self, label: str, buckets: Buckets) -> Bins:
+        """Every key of one label value, built once."""
+        return Bins(buckets.bounds, tuple((self.bucket_key, label, le) for le in buckets.labels),
+                    (self.count_key, label), (self.sum_key, label))
+
+
+@dataclass(frozen=True, slots=True)
+class Bins:
+    """One histogram's keys for one label value: counting an observation
+    builds no key, and a tally finds each key by identity."""
+
+    bounds: tuple[float, ...]
+    buckets: tuple[Key, ...]  # the bucket key of each bound, then of +Inf
+    count: Key
+    sum: Key
+
+    def record(self, tally: Tally, value: float) -> None:
         """Count one observation into a tally (plain dict arithmetic, not prometheus-client)."""
-        key = (self.bucket_key, label, buckets.labels[bisect_left(buckets.bounds, value)])
+        key = self.buckets[bisect_left(self.bounds, value)]
         tally[key] = tally.get(key, 0) + 1
-        key = (self.count_key, label)
+        key = self.count
         tally[key] = tally.get(key, 0) + 1
-        key = (self.sum_key, label)
+        key = self.sum
         tally[key] = tally.get(key, 0) + value
 
-    def record_all(self, tally: Tally, buckets: Buckets, label: str, values: list[float]) -> None:
+    def record_all(self, tally: Tally, values: list[float]) -> None:
         """Count several observations at once: one update per bucket touched."""
         if not values:
             return
-        labels, bounds = buckets.labels, buckets.bounds
-        per_bucket: dict[str, int] = {}
+        buckets, bounds = self.buckets, self.bounds
+        per_bucket: dict[Key, int] = {}
         for value in values:
-            le = labels[bisect_left(bounds, value)]
-            per_bucket[le] = per_bucket.get(le, 0) + 1
-        for le, n in per_bucket.items():
-            key = (self.bucket_key, label, le)
+            key = buckets[bisect_left(bounds, value)]
+            per_bucket[key] = per_bucket.get(key, 0) + 1
+        for key, n in per_bucket.items():
             tally[key] = tally.get(key, 0) + n
-        key = (self.count_key, label)
+        key = self.count
         tally[key] = tally.get(key, 0) + len(values)
-        key = (self.sum_key, label)
+        key = self.sum
         tally[key] = tally.get(key, 0) + sum(values)
 
 

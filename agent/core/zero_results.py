@@ -12,12 +12,12 @@ METRICS = (RETRIEVALS, RESULTS, ZERO_RESULTS, FILTER_ZERO, RESULT_COUNT)
 
 
 def observe(view: View, tally: Tally) -> None:
-    facts, app = view.facts, view.app
+    facts, keys = view.facts, view.keys
     n = len(facts.event.results)
-    inc(tally, (RETRIEVALS.name, app))
-    inc(tally, (RESULTS.name, app), n)
+    inc(tally, keys[RETRIEVALS])
+    inc(tally, keys[RESULTS], n)
     if n == 0:
-        inc(tally, (ZERO_RESULTS.name, app))
+        inc(tally, keys[ZERO_RESULTS])
     if facts.filter_zero:
-        inc(tally, (FILTER_ZERO.name, app))
-    RESULT_COUNT.record(tally, view.config.bucket_set("count"), app, n)
+        inc(tally, keys[FILTER_ZERO])
+    keys[RESULT_COUNT].record(tally, n)

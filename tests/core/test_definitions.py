@@ -628,12 +628,16 @@ def test_bucket_placement_and_le_labels():
     b = Buckets((0.5, 1, 2.5))
     assert b.labels == ("0.5", "1.0", "2.5", "+Inf")
     tally: dict = {}
-    h = Histogram("h", ("app",), "test", "score")
-    for value in (-3.0, 0.5, 0.5000001, 1.0, 1, 2.5, 2.5000001, 1e9):
-        h.record(tally, b, "x", value)
+    bins = Histogram("h", ("app",), "test", "score").keys("x", b)
+    values = (-3.0, 0.5, 0.5000001, 1.0, 1, 2.5, 2.5000001, 1e9)
+    for value in values:
+        bins.record(tally, value)
     assert family(tally, "h_bucket") == {("x", "0.5"): 2, ("x", "1.0"): 3, ("x", "2.5"): 1, ("x", "+Inf"): 2}
     assert tally[("h_count", "x")] == 8
     assert tally[("h_sum", "x")] == pytest.approx(-3 + 0.5 + 0.5000001 + 1 + 1 + 2.5 + 2.5000001 + 1e9)
+    at_once: dict = {}
+    bins.record_all(at_once, list(values))
+    assert at_once.keys() == tally.keys() and all(at_once[k] == pytest.approx(tally[k]) for k in tally)
 
 
 def test_bucket_bounds_must_increase():
