@@ -4,7 +4,10 @@ One tansu broker, one topic filled with generated events; then, in the same
 run, a plain kafka-python consumer reads the topic (the baseline), and the
 agent consumes it in its own consumer group with checkpoints and exposition
 on. Each rate counts from the first record received to the last, so the
-group join is not measured. Target: agent >= 0.35 of raw consumption.
+group join is not measured. The two take turns for `--rounds` rounds, each
+in a new consumer group (the agent with a new store), and each keeps its best
+rate: a slow spell of a shared machine then moves both alike. Target: agent
+>= 0.35 of raw consumption.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ def fill(bootstrap: str, count: int) -> int:
     return size // count
 
 
-def raw_rate(bootstrap: str, count: int) -> float:
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="bench-raw", auto_offset_reset="earliest",
+def raw_rate(bootstrap: str, count: int, group_id: str) -> float:
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group_id, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=2000, heartbeat_interval_ms=500)
     seen, first = 0, None
     while seen < count:
@@ -49,10 +52,10 @@ def raw_rate(bootstrap: str, count: int) -> float:
     return count / elapsed
 
 
-def agent_rate(bootstrap: str, count: int, workdir: str) -> float:
+def agent_rate(bootstrap: str, count: int, workdir: str, group_id: str) -> float:
     settings = Settings(
         kafka=KafkaSettings(bootstrap_servers=bootstrap, topics=[TOPIC], dead_letter_topic=TOPIC + ".dlq",
-                            group_id="bench-agent", session_timeout_ms=2000, heartbeat_interval_ms=500),
+                            group_id=group_id, session_timeout_ms=2000, heartbeat_interval_ms=500),
         store=StoreSettings(url=f"sqlite:///{workdir}/state.db"),
         metrics=MetricsSettings(address="127.0.0.1", port=0),
     )
@@ -83,14 +86,18 @@ def agent_rate(bootstrap: str, count: int, workdir: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    with Tansu() as broker, tempfile.TemporaryDirectory() as workdir:
+    baseline = agent = 0.0
+    with Tansu() as broker:
         broker.create_topic(TOPIC, 3)
         broker.create_topic(TOPIC + ".dlq", 1)
         size = fill(broker.bootstrap, args.events)
-        baseline = raw_rate(broker.bootstrap, args.events)
-        agent = agent_rate(broker.bootstrap, args.events, workdir)
-    print(f"{args.events} generated events on tansu, {size} bytes each on average")
+        for i in range(args.rounds):
+            baseline = max(baseline, raw_rate(broker.bootstrap, args.events, f"bench-raw-{i}"))
+            with tempfile.TemporaryDirectory() as workdir:
+                agent = max(agent, agent_rate(broker.bootstrap, args.events, workdir, f"bench-agent-{i}"))
+    print(f"{args.events} generated events on tansu, {size} bytes each on average, best of {args.rounds} rounds")
     print(f"{'raw kafka-python consume (baseline)':<38} {baseline:>10,.0f} events/s   ratio 1.00")
     print(f"{'agent (decode, core, DLQ, checkpoints)':<38} {agent:>10,.0f} events/s   ratio {agent / baseline:.2f}")
     print("target: agent >= 0.35 of raw consumption")
