@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from collections.abc import Callable
 from functools import partial
@@ -32,20 +33,26 @@ from agent.synth import generate
 CHECKPOINT_EVERY = 2000  # events between checkpoints (the agent's: 5 s)
 
 
-def best_rates(runs: dict[str, Callable[[list[bytes]], object]], lines: list[bytes], rounds: int) -> dict[str, float]:
-    """Events per second of each run's fastest of `rounds` runs (least disturbed).
+def measure(runs: dict[str, Callable[[list[bytes]], object]], lines: list[bytes],
+            rounds: int) -> dict[str, tuple[float, float]]:
+    """Per run: its best rate in events per second, and the median over rounds
+    of its rate over the first run's (the baseline's) in the same round.
 
-    The runs take turns within each round, so a slow spell of a shared machine
-    slows all of them alike and the ratios hold; measured one after the other,
-    a ratio moved by a quarter between runs on a 2-core VM.
+    The runs take turns within each round and each ratio pairs two runs a few
+    seconds apart, so a slow spell of a shared machine moves both sides of
+    a ratio; the median then drops the rounds a spell split. On a 2-core VM
+    whose speed wandered by a third within minutes, best-of-N rates measured
+    one run after the other gave ratios from 0.14 to 0.25 for the same code.
     """
-    best = dict.fromkeys(runs, float("inf"))
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, run in runs.items():
             start = time.perf_counter()
             run(lines)
-            best[name] = min(best[name], time.perf_counter() - start)
-    return {name: len(lines) / seconds for name, seconds in best.items()}
+            seconds[name].append(time.perf_counter() - start)
+    baseline = seconds[next(iter(runs))]
+    return {name: (len(lines) / min(taken), statistics.median(b / t for b, t in zip(baseline, taken)))
+            for name, taken in seconds.items()}
 
 
 def plain_orjson(lines: list[bytes]) -> None:
@@ -106,11 +113,11 @@ def with_calibrations(lines: list[bytes], active: Active) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     lines = list(generate(args.events, seed=7))
     size = sum(map(len, lines)) / len(lines)
-    rates = best_rates({
+    figures = measure({
         "orjson.loads (baseline)": plain_orjson,
         "json.loads": plain_json,
         "decode + core": families,
@@ -118,10 +125,10 @@ def main() -> None:
         "  + drift days": with_drift,
         "decode + core, calibrated": partial(with_calibrations, active=calibrations_for(lines)),
     }, lines, args.rounds)
-    baseline = rates["orjson.loads (baseline)"]
-    print(f"{len(lines)} generated events, {size:.0f} bytes each on average, best of {args.rounds} interleaved rounds")
-    for name, rate in rates.items():
-        print(f"{name:<26} {rate:>10,.0f} events/s   ratio {rate / baseline:.2f}   {1e6 / rate:6.1f} us/event")
+    print(f"{len(lines)} generated events, {size:.0f} bytes each on average; {args.rounds} interleaved rounds:"
+          " best rate, median ratio to the baseline in the same round")
+    for name, (rate, ratio) in figures.items():
+        print(f"{name:<26} {rate:>10,.0f} events/s   ratio {ratio:.2f}   {1e6 / rate:6.1f} us/event")
     print("target: decode + core >= 0.25 of orjson.loads (stretch 0.35)")
 
 
