@@ -1,7 +1,8 @@
 """Instructions per event under callgrind, beside orjson.loads of the same lines.
 
 Wall-clock ratios on a shared machine wander: on a 2-core VM, bench/core.py
-gave the same code 0.17 one run and 0.21 the next. Callgrind counts the
+gave the same code 0.17 one run and 0.21 the next, even with its runs paired
+by round. Callgrind counts the
 instructions a run executes, which repeat to about 0.01 % (with a fixed hash
 seed) whatever else the machine is doing, so this tells whether a change made
 the hot path cheaper. Instructions are not time (orjson's SIMD parsing does
@@ -10,7 +11,8 @@ bench/core.py's ratios.
 
 Each workload runs in its own process under `valgrind --tool=callgrind`,
 counted only around its measured loop, after a warm-up on the first events
-(memos, label sets and reservoirs start filled, as in a running agent).
+(memos and label sets start warm, as in a running agent). What switching
+the count on and off costs is measured on an empty loop and taken off.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from agent.core.state import PartitionState
 from agent.synth import generate
 
 WORKLOADS = {
+    "(switching the count)": "none",
     "orjson.loads (baseline)": "orjson",
     "decode + core": "core",
     "  + judgment queue": "judging",
@@ -43,6 +46,8 @@ _REFS = re.compile(rb"I\s+refs:\s+([\d,]+)")  # valgrind's closing summary
 
 def workload(name: str):
     """One event's work for each workload (a fresh state each)."""
+    if name == "none":
+        return lambda line: None
     if name == "orjson":
         return orjson.loads
     state = PartitionState(CoreConfig(), judging=JudgingConfig() if name in ("judging", "drift") else None,
@@ -91,10 +96,14 @@ def main() -> None:
         child(args.child, args.warm, args.events)
         return
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
-        sys.exit("valgrind is needed (Debian: apt-get install valgrind)")
-    per_event = {label: count(name, args.warm, args.events) / args.events for label, name in WORKLOADS.items()}
+        print("bench/instructions.py: not run, valgrind is not installed (Debian: apt-get install valgrind)")
+        return
+    counts = {label: count(name, args.warm, args.events) for label, name in WORKLOADS.items()}
+    switching = counts.pop("(switching the count)")
+    per_event = {label: (n - switching) / args.events for label, n in counts.items()}
     baseline = per_event["orjson.loads (baseline)"]
-    print(f"{args.events} generated events after {args.warm} warm-up events, instructions under callgrind")
+    print(f"{args.events} generated events after {args.warm} warm-up events, instructions under callgrind"
+          f" ({switching:,} for switching the count, taken off)")
     for label, n in per_event.items():
         print(f"{label:<26} {n:>10,.0f} instructions/event   ratio {baseline / n:.3f}")
 

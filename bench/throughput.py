@@ -6,8 +6,9 @@ agent consumes it in its own consumer group with checkpoints and exposition
 on. Each rate counts from the first record received to the last, so the
 group join is not measured. The two take turns for `--rounds` rounds, each
 in a new consumer group (the agent with a new store), and each keeps its best
-rate: a slow spell of a shared machine then moves both alike. Target: agent
->= 0.35 of raw consumption.
+rate: both get their chance at the shared machine's quieter spells, which one
+run of each, one after the other, does not give. Target: agent >= 0.35 of raw
+consumption.
 """
 
 from __future__ import annotations

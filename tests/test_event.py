@@ -651,3 +651,5 @@ def test_a_memo_is_bounded_and_keeps_only_what_passes():
     for i in range(rules.KNOWN_STRINGS + 10):
         assert memo[f"ok{i}"] and not memo[f"no{i}"]
     assert 0 < len(memo) <= rules.KNOWN_STRINGS and not any(key.startswith("no") for key in memo)
+    long = "ok" + "x" * rules.KNOWN_CHARS
+    assert memo[long] and long not in memo  # judged, not kept: memory is bounded in bytes too

@@ -46,6 +46,7 @@ _DATE = re.compile(DATE_PATTERN.removesuffix("$") + r"\Z")
 # A phone number within the hash alphabet (see HASH_PATTERN).
 _PHONE_ALONE = re.compile(r"(?=[0-9-]*-)-*(?:[0-9]-*){7,15}\Z")
 KNOWN_STRINGS = 1 << 14  # bound of each memo of strings known to pass a rule
+KNOWN_CHARS = 256  # longer strings are judged each time: a language tag has no length bound
 
 
 class Memo(dict):
@@ -56,7 +57,8 @@ class Memo(dict):
     dict lookup that runs no Python code, several times cheaper than a regex
     call or an `lru_cache` call; only a new string reaches `__missing__`.
     Only strings that pass are kept: one that breaks a rule (or makes it
-    raise) may be personal data, and is kept nowhere.
+    raise) may be personal data, and is kept nowhere. Only short ones are:
+    memory stays bounded in bytes, not only in entries.
     """
 
     __slots__ = ("rule",)
@@ -67,7 +69,7 @@ class Memo(dict):
 
     def __missing__(self, text: str):
         verdict = self.rule(text)
-        if verdict:
+        if verdict and len(text) <= KNOWN_CHARS:
             if len(self) >= KNOWN_STRINGS:
                 self.clear()
             self[text] = verdict
@@ -109,7 +111,7 @@ def check(event: Event) -> None:
     try:
         for r in event.results:
             if r.acl and not all(map(_HASH.__getitem__, r.acl)) or r.fingerprint is not None and not _HEX[r.fingerprint]:
-                _offender(event)
+                raise ValueError  # named by _offender
             if r.effective_date is not None:
                 epoch(r.effective_date)
             if r.expires_at is not None:
