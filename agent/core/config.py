@@ -56,16 +56,12 @@ class CoreConfig:
             self, "_score_by_app", {k: Buckets(tuple(v)) for k, v in self.score_buckets_by_app.items()}
         )
 
-    def bucket_set(self, kind: str) -> Buckets:
-        return self._buckets[kind]
-
-    def score_buckets(self, app: str) -> Buckets:
-        """Retrievers score on different scales, so score buckets are per app."""
-        return self._score_by_app.get(app) or self._buckets["score"]
-
     def buckets_for(self, kind: str, app: str) -> Buckets:
-        """One app's bounds of a bucket set: its own for scores, the shared ones otherwise."""
-        return self.score_buckets(app) if kind == "score" else self._buckets[kind]
+        """One app's bounds of a bucket set. Retrievers score on different
+        scales, so score buckets are per app; the other sets are shared."""
+        if kind == "score":
+            return self._score_by_app.get(app) or self._buckets["score"]
+        return self._buckets[kind]
 
     @property
     def horizon_buckets(self) -> int:

@@ -107,10 +107,7 @@ class RetrievalCollector:
         for labels, value in counters.get(family.bucket_key, ()):
             counts[labels[:-1]][labels[-1]] = value
         for labels, total_ in counters.get(family.sum_key, ()):
-            if family.buckets == "score" and labels and labels[0] != OTHER:
-                les = self.config.score_buckets(labels[0]).labels
-            else:
-                les = self.config.bucket_set(family.buckets).labels
+            les = self.config.buckets_for(family.buckets, labels[0] if labels else OTHER).labels  # as the core counted
             seen = counts[labels]
             running, buckets = 0.0, []
             for le in sorted(set(les) | set(seen), key=float):

@@ -190,9 +190,9 @@ def test_score_histograms_take_their_buckets_per_app_from_config(published, fami
     _, registry = published
     for app in APPS:
         les = {s.labels["le"] for s in samples(registry) if s.name == f"ragdrift_{family}_bucket" and s.labels["app"] == app}
-        assert les == set(CONFIG.score_buckets(app).labels)
-    assert CONFIG.score_buckets("docs-search").labels == ("0.0", "5.0", "10.0", "20.0", "40.0", "+Inf")
-    assert CONFIG.score_buckets("support-bot").labels == ("0.0", "0.25", "0.5", "0.75", "1.0", "+Inf")
+        assert les == set(CONFIG.buckets_for("score", app).labels)
+    assert CONFIG.buckets_for("score", "docs-search").labels == ("0.0", "5.0", "10.0", "20.0", "40.0", "+Inf")
+    assert CONFIG.buckets_for("score", "support-bot").labels == ("0.0", "0.25", "0.5", "0.75", "1.0", "+Inf")
 
 
 # -- rolling windows ------------------------------------------------------------------

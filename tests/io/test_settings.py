@@ -386,7 +386,7 @@ def test_lowercase_level_is_accepted(tmp_path):
 def test_core_defaults_equal_the_core_defaults():
     core = Settings().core()
     assert core == CoreConfig()
-    assert core.score_buckets("any-app").bounds == DEFAULT_BUCKETS["score"]
+    assert core.buckets_for("score", "any-app").bounds == DEFAULT_BUCKETS["score"]
 
 
 def test_core_maps_buckets_windows_and_labels(tmp_path):
@@ -409,17 +409,17 @@ def test_core_maps_buckets_windows_and_labels(tmp_path):
     assert core.max_label_values == 7
     assert core.label_values == {"app": ("docs-search", "hr-assistant"), "source": ("wiki",)}
     assert core.vocabulary_bits == 4096 and core.vocabulary_hashes == 3
-    assert core.score_buckets("docs-search").bounds == (0, 5, 10, 20, 40)
-    assert core.score_buckets("hr-assistant").bounds == (0, 0.25, 0.5, 1)  # "default" for the rest
-    assert core.score_buckets("docs-search").labels[-1] == "+Inf"
+    assert core.buckets_for("score", "docs-search").bounds == (0, 5, 10, 20, 40)
+    assert core.buckets_for("score", "hr-assistant").bounds == (0, 0.25, 0.5, 1)  # "default" for the rest
+    assert core.buckets_for("score", "docs-search").labels[-1] == "+Inf"
     # Only the score buckets are configured: the other bucket sets keep their defaults.
-    assert core.bucket_set("gap").bounds == DEFAULT_BUCKETS["gap"]
+    assert core.buckets_for("gap", "any-app").bounds == DEFAULT_BUCKETS["gap"]
 
 
 def test_core_per_app_buckets_without_a_default(tmp_path):
     core = load(write(tmp_path, "metrics: {score_buckets: {support-bot: [-8, 0, 8]}}\n"), environ={}).core()
-    assert core.score_buckets("support-bot").bounds == (-8, 0, 8)
-    assert core.score_buckets("hr-assistant").bounds == DEFAULT_BUCKETS["score"]
+    assert core.buckets_for("score", "support-bot").bounds == (-8, 0, 8)
+    assert core.buckets_for("score", "hr-assistant").bounds == DEFAULT_BUCKETS["score"]
 
 
 def test_settings_are_frozen():
