@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from operator import attrgetter
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import msgspec
 
@@ -48,6 +48,8 @@ PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
 ResultStatus = Literal["current", "superseded", "draft", "tombstoned", "unknown"]
+FilterStatus = Literal["applied", "skipped", "error"]
+FILTER_STATUSES: tuple[str, ...] = get_args(FilterStatus)
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """Structs that never hold cycles skip the garbage collector's tracking."""
@@ -82,7 +84,7 @@ class Stages(_Strict, frozen=True):
 
 class Filter(_Strict, frozen=True):
     name: Label
-    status: Literal["applied", "skipped", "error"]
+    status: FilterStatus
     removed: Count = 0
 
 

@@ -1,7 +1,7 @@
 """Query mix: slices by type and language, and the new-term rate."""
 
 from agent.core.tally import Counter, Tally, inc
-from agent.core.view import View
+from agent.core.view import Table, View
 
 UNKNOWN = "unknown"
 
@@ -10,14 +10,15 @@ LANGUAGES = Counter("query_language_retrievals", ("language",), "Events per quer
 TERMS = Counter("query_terms", ("app",), "Query-term occurrences.")
 NEW_TERMS = Counter("query_new_terms", ("app",), "Occurrences of terms not in the vocabulary.")
 METRICS = (QUERY_TYPES, LANGUAGES, TERMS, NEW_TERMS)
+BY_TYPE = Table("query_type", lambda app, query_type: (QUERY_TYPES.name, app, query_type))
+BY_LANGUAGE = Table("language", lambda app, language: (LANGUAGES.name, language))  # one table per app, same keys
 
 
 def observe(view: View, tally: Tally) -> None:
-    query, app, labels = view.facts.event.query, view.app, view.labels
-    inc(tally, (QUERY_TYPES.name, app, labels["query_type"](query.type or UNKNOWN)))
-    language = query.language.lower() if query.language else UNKNOWN
-    inc(tally, (LANGUAGES.name, labels["language"](language)))
+    query, keys = view.facts.event.query, view.keys
+    inc(tally, keys[BY_TYPE][query.type or UNKNOWN])
+    inc(tally, keys[BY_LANGUAGE][query.language.lower() if query.language else UNKNOWN])
     if query.terms:
-        inc(tally, view.keys[TERMS], len(query.terms))
+        inc(tally, keys[TERMS], len(query.terms))
         if view.new_terms:
-            inc(tally, view.keys[NEW_TERMS], view.new_terms)
+            inc(tally, keys[NEW_TERMS], view.new_terms)

@@ -1,7 +1,7 @@
 """Source concentration, parent diversity, duplicate dominance and fingerprints."""
 
 from agent.core.tally import Counter, Histogram, Tally, inc
-from agent.core.view import View
+from agent.core.view import Table, View
 
 ADMITTED_RESULTS = Counter("admitted_results", ("app", "source"), "Results admitted to the context.")
 DUPLICATES = Counter("duplicate_fingerprint_results", ("app",),
@@ -9,16 +9,17 @@ DUPLICATES = Counter("duplicate_fingerprint_results", ("app",),
 DIVERSITY = Histogram("parent_diversity_ratio", ("app",), "Unique parents / admitted results, per event.", "ratio")
 DOMINANCE = Histogram("duplicate_dominance_ratio", ("app",), "Largest share of one parent in the admitted set.", "ratio")
 METRICS = (ADMITTED_RESULTS, DUPLICATES, DIVERSITY, DOMINANCE)
+BY_SOURCE = Table("source", lambda app, source: (ADMITTED_RESULTS.name, app, source))
 
 
 def observe(view: View, tally: Tally) -> None:
-    facts, app, keys = view.facts, view.app, view.keys
+    facts, keys = view.facts, view.keys
     admitted = facts.admitted
     if not admitted:
         return
-    source_label = view.labels["source"]
+    by_source = keys[BY_SOURCE]
     for source, n in facts.sources.items():
-        inc(tally, (ADMITTED_RESULTS.name, app, source_label(source)), n)
+        inc(tally, by_source[source], n)
     if facts.duplicate_fingerprints:
         inc(tally, keys[DUPLICATES], facts.duplicate_fingerprints)
     n = len(admitted)

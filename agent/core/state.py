@@ -51,7 +51,7 @@ class Baseline:
 
 
 class PartitionState:
-    __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "keys", "labels", "vocabulary", "windows")
+    __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "labels", "views", "vocabulary", "windows")
 
     def __init__(self, config: CoreConfig, baseline: Baseline | None = None, judging: JudgingConfig | None = None,
                  kept: Iterable[Candidate] = (), drift: DriftConfig | None = None):
@@ -67,7 +67,7 @@ class PartitionState:
         }
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
         self.windows = Windows(config)
-        self.keys: dict[str, Keys] = {}  # per app label: derived, never checkpointed
+        self.views: dict[str, View] = {}  # per app label, with its family keys: derived, never checkpointed
 
     def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> Facts:
         """Fold one event into its bucket and return its facts.
@@ -86,10 +86,10 @@ class PartitionState:
         if terms:
             new_terms = (self.vocabulary if self.baseline is None else self.baseline.vocabulary).add_all(terms)
         app = self.labels["app"](event.app)
-        keys = self.keys.get(app)
-        if keys is None:
-            keys = self.keys[app] = Keys(app, self.config)
-        view = View(facts, app, keys, self.config, self.labels, new_terms, self.calibrations)
+        view = self.views.get(app)
+        if view is None:
+            view = self.views[app] = View(app, Keys(app, self.config, self.labels))
+        view.facts, view.new_terms, view.calibrations = facts, new_terms, self.calibrations
         for observe in OBSERVERS:
             observe(view, target)
         if unknown_fields:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent.core.config import CoreConfig
 from agent.core.facts import Facts
@@ -14,21 +15,57 @@ if TYPE_CHECKING:  # calibrated.py reads a View
     from agent.core.calibrated import Active
 
 
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A family's keys by the raw value of one label dimension: `make(app, label)`
+    builds what an observer needs for one bounded label value (a key, or keys)."""
+
+    dimension: str
+    make: Callable[[str, str], Any]
+
+
+class Labelled(dict):
+    """A `Table` for one app: raw value -> what `make` built for its label.
+
+    Only values the label set keeps as themselves are remembered, so the table
+    is bounded as the set is; a value folded into `other` is labelled again
+    each time. A known value then costs one dict lookup: no label call and no
+    key tuple built per update."""
+
+    __slots__ = ("app", "labels", "make")
+
+    def __init__(self, app: str, labels: LabelSet, make: Callable[[str, str], Any]):
+        super().__init__()
+        self.app = app
+        self.labels = labels
+        self.make = make
+
+    def __missing__(self, value: str) -> Any:
+        label = self.labels(value)
+        built = self.make(self.app, label)
+        if label == value:
+            self[value] = built
+        return built
+
+
 class Keys(dict):
-    """The keys of every app-labelled family for one app, built on first use:
-    family -> its key (a counter) or its `Bins` (a histogram). The state holds
-    one per bounded app label, so their number is bounded too."""
+    """The keys of every family for one app, built on first use: family -> its
+    key (a counter) or its `Bins` (a histogram), and `Table` -> its `Labelled`.
+    The state holds one per bounded app label, so their number is bounded too."""
 
-    __slots__ = ("app", "config")
+    __slots__ = ("app", "config", "labels")
 
-    def __init__(self, app: str, config: CoreConfig):
+    def __init__(self, app: str, config: CoreConfig, labels: dict[str, LabelSet]):
         super().__init__()
         self.app = app
         self.config = config
+        self.labels = labels
 
-    def __missing__(self, family: Family) -> Key | Bins:
+    def __missing__(self, family: Family | Table) -> Key | Bins | Labelled:
         app = self.app
-        if isinstance(family, Histogram):
+        if isinstance(family, Table):
+            keys = self[family] = Labelled(app, self.labels[family.dimension], family.make)
+        elif isinstance(family, Histogram):
             keys = self[family] = family.keys(app, self.config.buckets_for(family.buckets, app))
         else:
             keys = self[family] = family.key(app)
@@ -37,10 +74,11 @@ class Keys(dict):
 
 @dataclass(slots=True)
 class View:
-    facts: Facts
+    """The state keeps one per app label and refills it for each event (three
+    stores instead of building one): observers read it and never keep it."""
+
     app: str  # bounded app label
     keys: Keys  # the app's family keys
-    config: CoreConfig
-    labels: dict[str, LabelSet]
-    new_terms: int  # query terms new to the vocabulary in use (the baseline's once one is active)
+    facts: Facts | None = None
+    new_terms: int = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
     calibrations: Active | None = None  # the score calibrations in force (agent/core/calibrated.py)
