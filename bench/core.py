@@ -31,61 +31,68 @@ from agent.synth import generate
 
 
 CHECKPOINT_EVERY = 2000  # events between checkpoints (the agent's: 5 s)
+BLOCK = 500  # events each run processes before the next run takes its turn
+
+Step = Callable[[bytes], object]
 
 
-def measure(runs: dict[str, Callable[[list[bytes]], object]], lines: list[bytes],
-            rounds: int) -> dict[str, tuple[float, float]]:
+def measure(runs: dict[str, Callable[[], Step]], lines: list[bytes], rounds: int) -> dict[str, tuple[float, float]]:
     """Per run: its best rate in events per second, and the median over rounds
     of its rate over the first run's (the baseline's) in the same round.
 
-    The runs take turns within each round and each ratio pairs two runs a few
-    seconds apart, so a slow spell of a shared machine moves both sides of
-    a ratio; the median then drops the rounds a spell split. On a 2-core VM
-    whose speed wandered by a third within minutes, best-of-N rates measured
-    one run after the other gave ratios from 0.14 to 0.25 for the same code.
+    Each round starts every run afresh (`runs` maps a name to a function that
+    returns a new per-event step), then the runs take turns block by block,
+    `BLOCK` events each (some milliseconds), over the same lines: a slow
+    spell of a shared machine spans many blocks of every run and moves both
+    sides of a ratio alike. On a 2-core VM, whole runs taking turns once per
+    round gave the same code ratios from 0.21 to 0.26 between invocations
+    minutes apart; some of that is the machine (in a slow spell the
+    interpreter lost more than orjson), which no pairing removes.
     """
+    blocks = [lines[i:i + BLOCK] for i in range(0, len(lines), BLOCK)]
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run(lines)
-            seconds[name].append(time.perf_counter() - start)
+        steps = {name: start() for name, start in runs.items()}
+        spent = dict.fromkeys(runs, 0.0)
+        for block in blocks:
+            for name, step in steps.items():
+                began = time.perf_counter()
+                for line in block:
+                    step(line)
+                spent[name] += time.perf_counter() - began
+        for name, taken in spent.items():
+            seconds[name].append(taken)
     baseline = seconds[next(iter(runs))]
     return {name: (len(lines) / min(taken), statistics.median(b / t for b, t in zip(baseline, taken)))
             for name, taken in seconds.items()}
 
 
-def plain_orjson(lines: list[bytes]) -> None:
-    for line in lines:
-        orjson.loads(line)
+def families() -> Step:
+    return PartitionState(CoreConfig()).process
 
 
-def plain_json(lines: list[bytes]) -> None:
-    for line in lines:
-        json.loads(line)
+def checkpointed(state: PartitionState) -> Step:
+    """The state's step, taking what a checkpoint writes every CHECKPOINT_EVERY events."""
+    count = 0
 
-
-def families(lines: list[bytes]) -> None:
-    state = PartitionState(CoreConfig())
-    for line in lines:
+    def step(line: bytes) -> None:
+        nonlocal count
         state.process(line)
-
-
-def with_judging(lines: list[bytes]) -> None:
-    state = PartitionState(CoreConfig(), judging=JudgingConfig())  # as the agent runs it
-    for i, line in enumerate(lines, 1):
-        state.process(line)
-        if i % CHECKPOINT_EVERY == 0:
-            state.judging.take()  # the rows a checkpoint writes
-
-
-def with_drift(lines: list[bytes]) -> None:
-    state = PartitionState(CoreConfig(), judging=JudgingConfig(), drift=DriftConfig())  # as the agent runs it
-    for i, line in enumerate(lines, 1):
-        state.process(line)
-        if i % CHECKPOINT_EVERY == 0:
+        count += 1
+        if count % CHECKPOINT_EVERY == 0:
             state.judging.take()
-            state.drift.take()
+            if state.drift is not None:
+                state.drift.take()
+
+    return step
+
+
+def with_judging() -> Step:
+    return checkpointed(PartitionState(CoreConfig(), judging=JudgingConfig()))  # as the agent runs it
+
+
+def with_drift() -> Step:
+    return checkpointed(PartitionState(CoreConfig(), judging=JudgingConfig(), drift=DriftConfig()))
 
 
 def calibrations_for(lines: list[bytes]) -> Active:
@@ -103,11 +110,10 @@ def calibrations_for(lines: list[bytes]) -> Active:
     return Active([Calibration(app, version, x, y, 10_000, 5_000, 0.0, 0.1) for app, version in pairs])
 
 
-def with_calibrations(lines: list[bytes], active: Active) -> None:
+def with_calibrations(active: Active) -> Step:
     state = PartitionState(CoreConfig())
     state.calibrations = active  # one bisect per admitted result of every event
-    for line in lines:
-        state.process(line)
+    return state.process
 
 
 def main() -> None:
@@ -118,15 +124,15 @@ def main() -> None:
     lines = list(generate(args.events, seed=7))
     size = sum(map(len, lines)) / len(lines)
     figures = measure({
-        "orjson.loads (baseline)": plain_orjson,
-        "json.loads": plain_json,
+        "orjson.loads (baseline)": lambda: orjson.loads,
+        "json.loads": lambda: json.loads,
         "decode + core": families,
         "  + judgment queue": with_judging,
         "  + drift days": with_drift,
         "decode + core, calibrated": partial(with_calibrations, active=calibrations_for(lines)),
     }, lines, args.rounds)
-    print(f"{len(lines)} generated events, {size:.0f} bytes each on average; {args.rounds} interleaved rounds:"
-          " best rate, median ratio to the baseline in the same round")
+    print(f"{len(lines)} generated events, {size:.0f} bytes each on average; {args.rounds} rounds, the runs taking"
+          f" turns every {BLOCK} events: best rate, median ratio to the baseline in the same round")
     for name, (rate, ratio) in figures.items():
         print(f"{name:<26} {rate:>10,.0f} events/s   ratio {ratio:.2f}   {1e6 / rate:6.1f} us/event")
     print("target: decode + core >= 0.25 of orjson.loads (stretch 0.35)")
