@@ -31,7 +31,7 @@ from agent.core.drift.days import DriftConfig, DriftDays
 from agent.core.facts import Facts, facts_of
 from agent.core.judging import Judging, JudgingConfig
 from agent.core.sampling import Candidate
-from agent.core.view import Keys, View
+from agent.core.view import Keys, Labelled, Table, View
 from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
 
@@ -51,7 +51,7 @@ class Baseline:
 
 
 class PartitionState:
-    __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "labels", "views", "vocabulary", "windows")
+    __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "labels", "shared", "views", "vocabulary", "windows")
 
     def __init__(self, config: CoreConfig, baseline: Baseline | None = None, judging: JudgingConfig | None = None,
                  kept: Iterable[Candidate] = (), drift: DriftConfig | None = None):
@@ -68,6 +68,7 @@ class PartitionState:
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
         self.windows = Windows(config)
         self.views: dict[str, View] = {}  # per app label, with its family keys: derived, never checkpointed
+        self.shared: dict[Table, Labelled] = {}  # key tables of families without an app label, for every view
 
     def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> Facts:
         """Fold one event into its bucket and return its facts.
@@ -88,7 +89,7 @@ class PartitionState:
         app = self.labels["app"](event.app)
         view = self.views.get(app)
         if view is None:
-            view = self.views[app] = View(app, Keys(app, self.config, self.labels))
+            view = self.views[app] = View(app, Keys(app, self.config, self.labels, self.shared))
         view.facts, view.new_terms, view.calibrations = facts, new_terms, self.calibrations
         for observe in OBSERVERS:
             observe(view, target)

@@ -18,10 +18,13 @@ if TYPE_CHECKING:  # calibrated.py reads a View
 @dataclass(frozen=True, eq=False)
 class Table:
     """A family's keys by the raw value of one label dimension: `make(app, label)`
-    builds what an observer needs for one bounded label value (a key, or keys)."""
+    builds what an observer needs for one bounded label value (a key, or keys).
+    A family without an app label has one table for all apps (`by_app=False`,
+    `make` then gets None for the app)."""
 
     dimension: str
-    make: Callable[[str, str], Any]
+    make: Callable[[str | None, str], Any]
+    by_app: bool = True
 
 
 class Labelled(dict):
@@ -34,7 +37,7 @@ class Labelled(dict):
 
     __slots__ = ("app", "labels", "make")
 
-    def __init__(self, app: str, labels: LabelSet, make: Callable[[str, str], Any]):
+    def __init__(self, app: str | None, labels: LabelSet, make: Callable[[str | None, str], Any]):
         super().__init__()
         self.app = app
         self.labels = labels
@@ -51,20 +54,28 @@ class Labelled(dict):
 class Keys(dict):
     """The keys of every family for one app, built on first use: family -> its
     key (a counter) or its `Bins` (a histogram), and `Table` -> its `Labelled`.
-    The state holds one per bounded app label, so their number is bounded too."""
+    The state holds one per bounded app label, so their number is bounded too;
+    the tables of families without an app label are shared by all (`shared`)."""
 
-    __slots__ = ("app", "config", "labels")
+    __slots__ = ("app", "config", "labels", "shared")
 
-    def __init__(self, app: str, config: CoreConfig, labels: dict[str, LabelSet]):
+    def __init__(self, app: str, config: CoreConfig, labels: dict[str, LabelSet], shared: dict[Table, Labelled]):
         super().__init__()
         self.app = app
         self.config = config
         self.labels = labels
+        self.shared = shared
 
     def __missing__(self, family: Family | Table) -> Key | Bins | Labelled:
         app = self.app
         if isinstance(family, Table):
-            keys = self[family] = Labelled(app, self.labels[family.dimension], family.make)
+            if family.by_app:
+                keys = self[family] = Labelled(app, self.labels[family.dimension], family.make)
+            else:
+                keys = self.shared.get(family)
+                if keys is None:
+                    keys = self.shared[family] = Labelled(None, self.labels[family.dimension], family.make)
+                self[family] = keys
         elif isinstance(family, Histogram):
             keys = self[family] = family.keys(app, self.config.buckets_for(family.buckets, app))
         else:
