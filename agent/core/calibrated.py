@@ -86,7 +86,7 @@ def observe(view: View, tally: Tally) -> None:
             return  # status none: nothing to count
         found = PIPELINE_CHANGED
     if isinstance(found, str):
-        inc(tally, (UNCALIBRATED.name, view.app, found), len(admitted))
+        inc(tally, UNCALIBRATED.key(view.keys.app, found), len(admitted))
         return
     x, y = found.x, found.y
     relevant = 0.0

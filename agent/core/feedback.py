@@ -13,10 +13,11 @@ def observe(view: View, tally: Tally) -> None:
     feedback = view.facts.event.feedback
     if feedback is None:
         return
+    app = view.keys.app
     if feedback.rephrased:
-        inc(tally, (FEEDBACK.name, view.app, "rephrased"))
+        inc(tally, FEEDBACK.key(app, "rephrased"))
     if feedback.correction:
-        inc(tally, (FEEDBACK.name, view.app, "correction"))
+        inc(tally, FEEDBACK.key(app, "correction"))
     thumbs = _THUMBS.get(feedback.thumbs)
     if thumbs:
-        inc(tally, (FEEDBACK.name, view.app, thumbs))
+        inc(tally, FEEDBACK.key(app, thumbs))

@@ -9,7 +9,7 @@ DUPLICATES = Counter("duplicate_fingerprint_results", ("app",),
 DIVERSITY = Histogram("parent_diversity_ratio", ("app",), "Unique parents / admitted results, per event.", "ratio")
 DOMINANCE = Histogram("duplicate_dominance_ratio", ("app",), "Largest share of one parent in the admitted set.", "ratio")
 METRICS = (ADMITTED_RESULTS, DUPLICATES, DIVERSITY, DOMINANCE)
-BY_SOURCE = Table("source", lambda app, source: (ADMITTED_RESULTS.name, app, source))
+BY_SOURCE = Table("source", ADMITTED_RESULTS.key)
 
 
 def observe(view: View, tally: Tally) -> None:

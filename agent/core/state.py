@@ -26,7 +26,7 @@ from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.model import Event
 from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.labels import LabelSet
-from agent.core.tally import Tally, total
+from agent.core.tally import Tally, inc, total
 from agent.core.drift.days import DriftConfig, DriftDays
 from agent.core.facts import Facts, facts_of
 from agent.core.judging import Judging, JudgingConfig
@@ -89,13 +89,12 @@ class PartitionState:
         app = self.labels["app"](event.app)
         view = self.views.get(app)
         if view is None:
-            view = self.views[app] = View(app, Keys(app, self.config, self.labels, self.shared))
+            view = self.views[app] = View(Keys(app, self.config, self.labels, self.shared))
         view.facts, view.new_terms, view.calibrations = facts, new_terms, self.calibrations
         for observe in OBSERVERS:
             observe(view, target)
         if unknown_fields:
-            key = (UNKNOWN_FIELDS.name,)
-            target[key] = target.get(key, 0) + unknown_fields
+            inc(target, UNKNOWN_FIELDS.key(), unknown_fields)
         if self.judging is not None:
             self.judging.observe(facts, new_terms if self.baseline is not None else 0, self.windows.watermark)
         if self.drift is not None:

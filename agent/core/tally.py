@@ -25,9 +25,9 @@ class Counter:
     help: str
     windowed: bool = True  # False: bookkeeping that never lands in a window
 
-    def key(self, label: str) -> Key:
-        """The key of one value of its one label."""
-        return (self.name, label)
+    def key(self, *labels: str) -> Key:
+        """The key of one value of each of its labels, in order."""
+        return (self.name, *labels)
 
 
 @dataclass(frozen=True, eq=False)

@@ -88,8 +88,7 @@ class View:
     """The state keeps one per app label and refills it for each event (three
     stores instead of building one): observers read it and never keep it."""
 
-    app: str  # bounded app label
-    keys: Keys  # the app's family keys
+    keys: Keys  # the app's family keys (and its bounded label, `keys.app`)
     facts: Facts | None = None
     new_terms: int = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
     calibrations: Active | None = None  # the score calibrations in force (agent/core/calibrated.py)
