@@ -45,6 +45,7 @@ def _queue(settings):
 
 
 def build_batch(args: argparse.Namespace) -> int:
+    from agent.core.batch import Unsalted
     from agent.io.export import ExportError
     from agent.io.label_studio import LabelStudioError, token_from
     from agent.io.resolver import ResolverError
@@ -60,7 +61,7 @@ def build_batch(args: argparse.Namespace) -> int:
         if args.label_studio_url:
             token = token_from(args.label_studio_token_file, settings.judgment.label_studio.token_env)
         built = batch.build(settings, queue, week, args.out, args.format == "label-studio", args.label_studio_url, token)
-    except (ExportError, ResolverError, LabelStudioError) as exc:
+    except (ExportError, ResolverError, LabelStudioError, Unsalted) as exc:
         raise UsageError(str(exc)) from None
     finally:
         queue.store.close()

@@ -3,10 +3,14 @@
 Pure: the candidates of one week in, three plain documents out. Judges see
 items (a query and the chunks that entered its context) in a shuffled order,
 each item's chunks shuffled too, with no score, rank, pipeline, app or
-stratum: nothing that tells them which system produced what. The key maps
-every blinded item and chunk back to its event, rank, score and sampling
-weight; it stays with the team. The same candidates and configuration give
-the same batch, byte for byte.
+stratum: nothing that tells them which system produced what. Both orders,
+and so the item numbers, are keyed with a secret derived from the salt: the
+items and this code alone do not tell the order back (an unkeyed shuffle
+could be recomputed from the item ids), which is why a batch needs a salt.
+The key maps every blinded item and chunk back to its event, rank, score and
+sampling weight; it stays with the team, and so does the regression list,
+whose chunks are in rank order. The same candidates, configuration and salt
+give the same batch, byte for byte.
 """
 
 from __future__ import annotations
@@ -17,9 +21,17 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.core.sampling import Candidate, ResultRef, Selection, in_holdout, select
+from agent.core.sampling import Candidate, ResultRef, Selection, estimate_total, in_holdout, select
 
 FORMAT = "ragdrift.batch.v1"
+
+
+class Unsalted(ValueError):
+    """No salt to key the order with: judges could recompute it."""
+
+    def __init__(self) -> None:
+        super().__init__("judgment.salt is empty: set it (or RAGDRIFT_JUDGMENT__SALT) to a long random secret,"
+                         " the same on every replica, before building a batch; it keys the order judges see")
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,9 @@ class Batch:
 
 def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Batch:
     """The batch of `week` from every replica's candidates of that week."""
+    if not config.salt:
+        raise Unsalted()
+    secret = _order_key(config.salt)
     by_stratum: dict[str, list[Candidate]] = defaultdict(list)
     for candidate in candidates:
         if candidate.week == week:
@@ -53,7 +68,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         for stratum, found in sorted(by_stratum.items())
     }
     batch_id = f"{week}-{_digest(week, config.salt, *sorted(c.event_id for s in selections.values() for c in s.items))[:8]}"
-    chosen = _shuffled([(stratum, c) for stratum, s in selections.items() for c in s.items], batch_id)
+    chosen = _shuffled([(stratum, c) for stratum, s in selections.items() for c in s.items], secret, batch_id)
     items, key, regression = [], [], []
     n = 0
     for stratum, c in chosen:
@@ -63,7 +78,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         if c.results:
             n += 1
             item = f"{batch_id}-{n:04d}"
-        order = _shuffled(list(range(len(c.results))), item or c.event_id)
+        order = _shuffled(list(range(len(c.results))), secret, item or c.event_id)
         double = item is not None and _share(config.salt, "double", batch_id, item) < config.double_judged_share
         holdout = in_holdout(c.query_id, config.holdout_share, config.salt)
         tau = selections[stratum].tau
@@ -89,10 +104,9 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         "format": FORMAT,
         "batch_id": batch_id,
         "week": week,
-        "seed": batch_id,
         "strata": {
             stratum: {"k": config.budgets.get(stratum, config.default_budget), "tau": s.tau,
-                      "candidates": len(by_stratum[stratum]), "sampled": len(s.items)}
+                      "events": estimate_total(s, _one), "sampled": len(s.items)}
             for stratum, s in selections.items()
         },
         "counts": {
@@ -121,10 +135,23 @@ def _key_chunk(chunk: str, r: ResultRef) -> dict:
     return row
 
 
-def _shuffled(items: list, seed: str) -> list:
-    """A permutation fixed by the seed (the batch id, recorded in the manifest)."""
-    keys = [_digest(seed, str(i)) for i in range(len(items))]
-    return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__)]
+def _one(_: Candidate) -> float:
+    """Each event counts once: the sample's estimate of a stratum's events.
+    (How many candidate rows the replicas stored depends on how the traffic
+    was partitioned; the selection and its tau do not.)"""
+    return 1.0
+
+
+def _order_key(salt: str) -> bytes:
+    """The secret the orders are keyed with, derived from the salt (a key of
+    its own, so no other hash of the salt tells it)."""
+    return hashlib.blake2b(salt.encode(), digest_size=64, person=b"ragdrift.order").digest()
+
+
+def _shuffled(items: list, key: bytes, seed: str) -> list:
+    """A permutation fixed by the secret key and the seed (the batch or item id)."""
+    ranks = [hashlib.blake2b(f"{seed}\x1f{i}".encode(), key=key, digest_size=16).digest() for i in range(len(items))]
+    return [items[i] for i in sorted(range(len(items)), key=ranks.__getitem__)]
 
 
 def _digest(*parts: str) -> str:

@@ -10,6 +10,7 @@ traffic, with made-up text from the demo's resolver (agent/demo/resolver.py).
 
 from __future__ import annotations
 
+import secrets
 import signal
 import sys
 import threading
@@ -100,6 +101,7 @@ class Demo:
             "metrics": {"address": "127.0.0.1", "port": self.port},
             "logging": {"format": "auto", "level": "ERROR"},
             "judgment": {"export_dir": str((self.directory / "batches").resolve()), "budget": 5, "uniform_budget": 20,
+                         "salt": secrets.token_hex(16),  # a secret of this run's own: it keys the batch's order
                          "resolver": {"kind": "command", "command": [sys.executable, "-m", "agent.demo.resolver"]}},
         }
         path = self.directory / "ragdrift.yaml"

@@ -4,13 +4,14 @@ Each batch gets its own directory, named by its id, created once: a batch
 that is already there is never overwritten. Every file is created
 exclusively, relative to that directory's descriptor and without following
 symlinks, so nothing is written outside the export directory whatever its
-contents. The private key is readable by its owner only.
+contents. The private key and the regression list (its chunks in rank
+order) are readable by their owner only.
 
     <export dir>/<batch id>/manifest.json     what, how many, tau per stratum, configuration
     <export dir>/<batch id>/items.jsonl       blinded items for judges (with text when resolved)
     <export dir>/<batch id>/items.csv         the same, one row per (item, chunk)
     <export dir>/<batch id>/key.jsonl         private: items back to events, ranks, scores, weights
-    <export dir>/<batch id>/regression.jsonl  queries a regression set may use (no holdout query)
+    <export dir>/<batch id>/regression.jsonl  private: queries a regression set may use (no holdout query)
     <export dir>/<batch id>/label-studio/     tasks.json and config.xml (with --format label-studio)
 """
 
@@ -54,13 +55,13 @@ def write(export_dir: str | os.PathLike, batch: Batch, items: list[dict],
         "manifest.json": json.dumps(batch.manifest, indent=2, sort_keys=True) + "\n",
         "items.jsonl": _jsonl(items),
         "items.csv": _csv(items),
-        "regression.jsonl": _jsonl(batch.regression),
         **(extra or {}),
     }
     with _directory(root, batch.batch_id) as fd:
         for name, text in files.items():
             _write(fd, name, text, 0o644)
         _write(fd, "key.jsonl", _jsonl(batch.key), 0o600)
+        _write(fd, "regression.jsonl", _jsonl(batch.regression), 0o600)
     return root / batch.batch_id
 
 

@@ -3,12 +3,14 @@ regression list; and the per-partition judging state that feeds it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.core.batch import BatchConfig, build
+from agent.core.batch import BatchConfig, Unsalted, _order_key, _shuffled, build
 from agent.core.config import CoreConfig
 from agent.core.judging import Judging, JudgingConfig
 from agent.core.partitions import Outbox
@@ -20,7 +22,8 @@ from tests.core.test_properties import FAST
 from tests.core.test_sampler import cand
 
 WEEK = "2026-W48"
-CONFIG = BatchConfig(budgets={UNIFORM: 4}, default_budget=3, holdout_share=0.3, double_judged_share=0.5)
+SALT = "a deployment's secret"
+CONFIG = BatchConfig(budgets={UNIFORM: 4}, default_budget=3, holdout_share=0.3, double_judged_share=0.5, salt=SALT)
 BLINDED_KEYS = {"item", "judges", "query", "chunks"}
 
 
@@ -38,7 +41,8 @@ def test_the_batch_takes_the_top_k_of_each_stratum_with_tau():
     risky = select([c for c in population() if c.stratum != UNIFORM], 3)
     flat = select([c for c in population() if c.stratum == UNIFORM], 4)
     assert by_stratum == {"app|lexical": {c.event_id for c in risky.items}, UNIFORM: {c.event_id for c in flat.items}}
-    assert batch.manifest["strata"]["app|lexical"] == {"k": 3, "tau": risky.tau, "candidates": 40, "sampled": 3}
+    events = sum(max(c.w, risky.tau) / c.w for c in risky.items)  # the sample's estimate of the stratum's 40 events
+    assert batch.manifest["strata"]["app|lexical"] == {"k": 3, "tau": risky.tau, "events": events, "sampled": 3}
     assert all(row["tau"] == batch.manifest["strata"][row["stratum"]]["tau"] for row in batch.key)
     assert all(row["weight"] == max(row["w"], row["tau"]) / row["w"] for row in batch.key)
 
@@ -61,25 +65,110 @@ def test_the_same_candidates_give_the_same_batch_in_any_order():
                                                                         again.key)
 
 
-def test_chunks_are_shuffled_and_the_key_maps_them_back():
-    many = [cand(f"e{i:03d}", stratum=UNIFORM) for i in range(30)]
-    many = [type(c)(**{**{f: getattr(c, f) for f in c.__struct_fields__},
-                       "results": tuple(ResultRef(f"c{j}", "p", "s", j, 1.0 - j / 10) for j in range(1, 6))}) for c in many]
-    batch = build(WEEK, many, CONFIG)
+def five_chunks(c):
+    return type(c)(**{**{f: getattr(c, f) for f in c.__struct_fields__},
+                      "results": tuple(ResultRef(f"c{j}", "p", "s", j, 1.0 - j / 10) for j in range(1, 6))})
+
+
+def shown_ranks(batch) -> dict[str, tuple[int, ...]]:
+    """Item -> the ranks of its chunks in the order judges see them (from the key)."""
     key = {row["item"]: row for row in batch.key}
-    orders = set()
-    for item in batch.items:
-        ranks = [next(c["rank"] for c in key[item["item"]]["chunks"] if c["chunk"] == chunk["chunk"])
-                 for chunk in item["chunks"]]
-        assert sorted(ranks) == [1, 2, 3, 4, 5]
-        orders.add(tuple(ranks))
+    return {item["item"]: tuple(next(c["rank"] for c in key[item["item"]]["chunks"] if c["chunk"] == chunk["chunk"])
+                                for chunk in item["chunks"]) for item in batch.items}
+
+
+def test_chunks_are_shuffled_and_the_key_maps_them_back():
+    batch = build(WEEK, [five_chunks(cand(f"e{i:03d}", stratum=UNIFORM)) for i in range(30)], CONFIG)
+    orders = set(shown_ranks(batch).values())
+    assert all(sorted(ranks) == [1, 2, 3, 4, 5] for ranks in orders)
     assert len(orders) > 1  # not the rank order every time
+
+
+# --------------------------------------------------------------------------- what judges can work out
+
+WIDE = BatchConfig(budgets={UNIFORM: 40}, default_budget=30, salt=SALT)
+GUESSES = ("", "salt", "secret", "ragdrift", "changeme", SALT + " ")
+
+
+def wide_population() -> list:
+    """Three strata, 100 sampled events (some in two strata), five chunks each."""
+    return [five_chunks(cand(f"e{i:03d}", w=1.0 + i % 4, stratum=s))
+            for s in ("app|lexical", "app|semantic") for i in range(60)] + [
+        five_chunks(cand(f"e{i:03d}", stratum=UNIFORM)) for i in range(60)]
+
+
+def unsalted(n: int, seed: str) -> list[int]:
+    """The order an unkeyed shuffle gives: anyone can compute it from a public id."""
+    keys = [hashlib.blake2b(f"{seed}\x1f{i}".encode(), digest_size=16).hexdigest() for i in range(n)]
+    return sorted(range(n), key=keys.__getitem__)
+
+
+def guessed(n: int, seed: str, salt: str) -> list[int]:
+    """The order this code gives under a guessed salt."""
+    return _shuffled(list(range(n)), _order_key(salt), seed)
+
+
+def unblinded_order(batch) -> list[tuple[str, str]]:
+    """(stratum, event) before any shuffle: strata by name, each by priority, largest first."""
+    by_stratum: dict[str, list] = {}
+    for row in batch.key:
+        by_stratum.setdefault(row["stratum"], []).append(row)
+    return [(s, r["event_id"]) for s in sorted(by_stratum)
+            for r in sorted(by_stratum[s], key=lambda r: (r["priority"], r["event_id"]), reverse=True)]
+
+
+def test_the_judges_files_and_the_code_do_not_tell_a_chunks_rank():
+    batch = build(WEEK, wide_population(), WIDE)
+    truth = shown_ranks(batch)
+    positions = 5 * len(truth)
+    assert positions == 500
+    for attack in [unsalted] + [lambda n, seed, g=g: guessed(n, seed, g) for g in GUESSES]:
+        # The attacker's guess: the chunk shown j-th is the one of rank attack(5, item)[j] + 1.
+        right = sum(rank == i + 1 for item, ranks in truth.items() for rank, i in zip(ranks, attack(5, item)))
+        assert right / positions < 0.3  # chance is 1/5: over 500 positions, 0.3 is 5.6 standard deviations out
+
+
+def test_the_judges_files_and_the_code_do_not_tell_an_items_stratum_or_priority():
+    batch = build(WEEK, wide_population(), WIDE)
+    before = unblinded_order(batch)
+    key = {row["item"]: (row["stratum"], row["event_id"]) for row in batch.key}
+    shown = [key[item["item"]] for item in sorted(batch.items, key=lambda i: i["item"])]  # by item number
+    assert len(shown) == 100 and sorted(shown) == sorted(before)
+    for attack in [unsalted] + [lambda n, seed, g=g: guessed(n, seed, g) for g in GUESSES]:
+        # The attacker's guess: item number p is the attack(n, batch id)[p]-th event before the shuffle.
+        right = sum(before[i] == row for i, row in zip(attack(len(before), batch.batch_id), shown))
+        assert right <= 5  # chance is 1 of 100
+        strata = sum(before[i][0] == row[0] for i, row in zip(attack(len(before), batch.batch_id), shown))
+        assert strata / len(shown) < 0.55  # chance is about 0.34 (two strata of 30 items, one of 50)
+    # Item numbers do not follow the strata either: they change stratum about as often as a random order does.
+    changes = sum(a[0] != b[0] for a, b in zip(shown, shown[1:]))
+    assert changes > 50
+
+
+def test_the_salt_changes_both_orders():
+    one = build(WEEK, wide_population(), WIDE)
+    other = build(WEEK, wide_population(), BatchConfig(**{**WIDE.__dict__, "salt": SALT + "!"}))
+
+    def by_event(batch):
+        events = {row["item"]: row["event_id"] + "/" + row["stratum"] for row in batch.key}
+        return [(events[item], ranks) for item, ranks in sorted(shown_ranks(batch).items())]
+
+    first, second = by_event(one), by_event(other)
+    assert [e for e, _ in first] != [e for e, _ in second]
+    same = dict(first)
+    assert sum(same[e] == ranks for e, ranks in second) < 10  # two random orders of 5 agree 1 time in 120
+
+
+def test_a_batch_needs_a_salt():
+    with pytest.raises(Unsalted, match="judgment.salt is empty") as info:
+        build(WEEK, population(), BatchConfig(**{**CONFIG.__dict__, "salt": ""}))
+    assert "\n" not in str(info.value)
 
 
 def test_no_holdout_query_is_in_the_regression_list():
     batch = build(WEEK, population(200), CONFIG)
     held = {row["query_id"] for row in batch.key if row["holdout"]}
-    assert held and all(in_holdout(q, CONFIG.holdout_share) for q in held)
+    assert held and all(in_holdout(q, CONFIG.holdout_share, SALT) for q in held)
     assert not held & {row["query_id"] for row in batch.regression}
     assert batch.manifest["counts"]["holdout"] == sum(row["holdout"] for row in batch.key)
 
@@ -170,3 +259,20 @@ def test_restoring_under_a_smaller_budget_deletes_the_surplus_rows():
     changes, _ = small.take()
     assert set(changes.evicted) == set(box.added) - kept(small)
     assert changes.added == ()
+
+
+def test_the_manifest_describes_the_sample_not_the_partitioning():
+    data = lines()
+    config = JudgingConfig(budgets=Budgets(k=2, uniform_k=3), salt=SALT)
+    whole = replay(data, config).judging.sampler
+    parts = [replay(data[p::3], config).judging.sampler for p in range(3)]  # the same traffic in three partitions
+
+    def rows(*samplers):
+        return [c for s in samplers for w in s.weeks() for st_ in s.strata(w) for c in s.kept(w, st_)]
+
+    week = max(whole.weeks(), key=lambda w: sum(len(whole.kept(w, s)) for s in whole.strata(w)))
+    assert len(rows(*parts)) > len(rows(whole))  # each partition keeps K + 1 per stratum of its own
+    config = BatchConfig(budgets={UNIFORM: 3}, default_budget=2, salt=SALT)
+    one, three = build(week, rows(whole), config), build(week, rows(*parts), config)
+    assert one.manifest == three.manifest and one.key == three.key and one.items == three.items
+    assert all(s["events"] >= s["sampled"] for s in one.manifest["strata"].values())
