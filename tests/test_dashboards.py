@@ -457,7 +457,7 @@ def live(broker, prometheus_bin, tmp_path_factory):
     topic, dlq = broker.create_topic(unique_name("dash"), 1), broker.create_topic(unique_name("dashdlq"), 1)
     url = f"sqlite:///{tmp}/s.db"
     config = agent_config(broker.bootstrap, topic, dlq, unique_name("g"), url, new_port())
-    config["judgment"] = {"export_dir": str(tmp / "batches")}
+    config["judgment"] = {"export_dir": str(tmp / "batches"), "salt": "dashboards"}
     port = new_port()
     # Started first: it discovers its target meanwhile (a few seconds).
     prom = Prometheus(targets=[f"127.0.0.1:{port}"], binary=prometheus_bin,

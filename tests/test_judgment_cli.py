@@ -34,7 +34,7 @@ def config(tmp_path):
     path = tmp_path / "ragdrift.yaml"
     path.write_text(yaml.safe_dump({
         "store": {"url": f"sqlite:///{tmp_path}/state.db"},
-        "judgment": {"export_dir": str(tmp_path / "batches"), "budget": 3, "uniform_budget": 4},
+        "judgment": {"export_dir": str(tmp_path / "batches"), "budget": 3, "uniform_budget": 4, "salt": "s"},
     }))
     queue = Queue(Store(load(path).store.url, None, TABLES))
     rows = [cand(f"e{i}", w=1 + i % 3, stratum="support|lexical", week=WEEK) for i in range(10)]
@@ -63,6 +63,16 @@ def test_building_a_week_twice_gives_the_same_batch(config, tmp_path):
     assert one.name == two.name
     for name in ("manifest.json", "items.jsonl", "items.csv", "key.jsonl", "regression.jsonl"):
         assert (one / name).read_bytes() == (two / name).read_bytes()
+
+
+def test_without_a_salt_no_batch_is_built(config, tmp_path, capsys):
+    doc = yaml.safe_load(config.read_text())
+    doc["judgment"]["salt"] = ""
+    config.write_text(yaml.safe_dump(doc))
+    assert main(["batch", "build", "--config", str(config), "--week", WEEK]) == 2
+    err = capsys.readouterr().err
+    assert "judgment.salt is empty" in err and err.count("\n") == 1
+    assert not (tmp_path / "batches").exists()
 
 
 @pytest.mark.parametrize("week", ["2026-48", "2026W48", "last", "2026-W48/../x"])

@@ -327,7 +327,7 @@ def test_a_batch_built_with_a_label_studio_url_becomes_a_project_of_its_items(la
     from agent.jobs import batch
     from tests.core.test_sampler import cand
 
-    settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"),
+    settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"), "RAGDRIFT_JUDGMENT__SALT": "s",
                            "RAGDRIFT_STORE__URL": f"sqlite:///{tmp_path}/s.db"})
     queue = Queue(Store(settings.store.url, None, TABLES))
     rows = [cand(f"e{i}", stratum=UNIFORM, week="2026-W48") for i in range(8)]

@@ -14,8 +14,8 @@ import threading
 import pytest
 
 from agent.core.batch import BatchConfig, build
-from agent.core.sampling import UNIFORM
-from agent.io import export
+from agent.core.sampling import UNIFORM, ResultRef
+from agent.io import export, label_studio
 from agent.io.resolver import ResolverError, Texts, resolve
 from tests.core.test_sampler import cand
 
@@ -24,7 +24,7 @@ SECRET = "the quarterly revenue of ACME was 12.4M"
 
 
 def batch():
-    return build(WEEK, [cand(f"e{i}", stratum=UNIFORM) for i in range(6)], BatchConfig({}, default_budget=4))
+    return build(WEEK, [cand(f"e{i}", stratum=UNIFORM) for i in range(6)], BatchConfig({}, default_budget=4, salt="s"))
 
 
 def texts() -> Texts:
@@ -35,7 +35,9 @@ def test_a_batch_writes_its_files_and_keeps_the_key_private(tmp_path):
     b = batch()
     directory = export.write(tmp_path, b, export.blinded_items(b, texts()))
     assert sorted(os.listdir(directory)) == ["items.csv", "items.jsonl", "key.jsonl", "manifest.json", "regression.jsonl"]
-    assert stat.S_IMODE(os.stat(directory / "key.jsonl").st_mode) == 0o600
+    # The key, and the regression list with its chunks in rank order, are the team's only.
+    assert {name: stat.S_IMODE(os.stat(directory / name).st_mode) for name in os.listdir(directory)} == {
+        "items.csv": 0o644, "items.jsonl": 0o644, "manifest.json": 0o644, "key.jsonl": 0o600, "regression.jsonl": 0o600}
     items = [json.loads(line) for line in (directory / "items.jsonl").read_text().splitlines()]
     assert items[0]["query"]["text"] == "how do I rotate keys" and items[0]["chunks"][0]["text"] == SECRET
     rows = list(csv.DictReader((directory / "items.csv").open()))
@@ -44,6 +46,29 @@ def test_a_batch_writes_its_files_and_keeps_the_key_private(tmp_path):
     for name in ("key.jsonl", "manifest.json", "regression.jsonl"):
         assert SECRET not in (directory / name).read_text()
     assert json.loads((directory / "manifest.json").read_text()) == b.manifest
+
+
+def test_what_judges_can_read_holds_no_rank_score_weight_or_stratum(tmp_path):
+    ranked = [cand(f"event-{i:02d}", w=1.0 + i % 3, stratum=s) for s in ("app|lexical", UNIFORM) for i in range(12)]
+    ranked = [type(c)(**{**{f: getattr(c, f) for f in c.__struct_fields__},
+                         "results": tuple(ResultRef(f"chunk-{j}", "p", "s", j, 0.9 - j / 10) for j in range(1, 4))})
+              for c in ranked]
+    b = build(WEEK, ranked, BatchConfig({}, default_budget=4, salt="s"))
+    items = export.blinded_items(b, texts())
+    directory = export.write(tmp_path, b, items, {
+        "label-studio/tasks.json": json.dumps(label_studio.tasks(items)),
+        "label-studio/config.xml": label_studio.labeling_config(label_studio.TAGS)})
+    readable = {str(p.relative_to(directory)): p.read_text() for p in directory.rglob("*")
+                if p.is_file() and stat.S_IMODE(p.stat().st_mode) & 0o044}
+    assert sorted(readable) == ["items.csv", "items.jsonl", "label-studio/config.xml", "label-studio/tasks.json",
+                                "manifest.json"]
+    for name in ("items.csv", "items.jsonl", "label-studio/config.xml", "label-studio/tasks.json"):
+        for word in ("rank", "score", "weight", "priority", "stratum", "app|", "uniform", "event", "0.8"):
+            assert word not in readable[name], (name, word)
+    # The manifest's figures are per stratum: it names no item, chunk or event.
+    manifest = readable["manifest.json"]
+    assert not any(row["item"] in manifest or row["event_id"] in manifest or row["chunks"][0]["chunk_id"] in manifest
+                   for row in b.key)
 
 
 def test_a_batch_is_never_overwritten(tmp_path):
