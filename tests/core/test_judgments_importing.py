@@ -37,7 +37,8 @@ KEYS = {B: keys_of(KEY)}
 
 
 def labels(file: str, text: str, keys=KEYS) -> list[Label]:
-    return checked(parse(file, text), keys)
+    (found,) = checked([parse(file, text)], keys)
+    return found
 
 
 def refused(file: str, text: str, keys=KEYS) -> list[tuple[int, str]]:
@@ -81,7 +82,7 @@ def test_jsonl_item_lines_are_the_items_file_with_the_judges_fields():
     parsed = parse("judged.jsonl", text)
     assert parsed.format == "jsonl" and parsed.skipped == 1 and not parsed.problems
     assert [line for line, _ in parsed.rows] == [1, 1, 2, 2]
-    assert checked(parsed, KEYS) == [
+    assert checked([parsed], KEYS)[0] == [
         Label(B, I1, f"{I1}-1", "ana", 3, ("duplicate", "stale"), "A"),
         Label(B, I1, f"{I1}-2", "ana", 0),
         Label(B, I2, f"{I2}-1", "bo", 2),
@@ -120,25 +121,67 @@ def test_every_bad_jsonl_row_is_named_with_its_line():
     reasons = dict(problems)
     assert "grade 4 is not one of 0, 1, 2, 3" in reasons[2]
     assert "grade True" in reasons[3] and "grade '2'" in reasons[4]
-    assert "unknown tag(s) offtopic" in reasons[5]
+    assert "tags: unknown tag(s) 'offtopic'" in reasons[5]
     assert reasons[6] == "judge is missing" and reasons[7] == "item is missing"
-    assert reasons[8] == f"chunk {I1}-1 judged twice by ana (also line 1)"
+    assert reasons[8] == f"chunk {I1}-1 is labelled twice by judge 'ana' (first in bad.jsonl, line 1)"
     assert reasons[9].startswith("not JSON") and reasons[10] == "not a JSON object"
     assert reasons[11] == f"item {I1} has no chunk {I1}-9"
     assert reasons[12] == f"item {B}-0077 is not in batch {B}"
     assert reasons[13] == "item 2026-W01-00000000-0001: batch 2026-W01-00000000 is not a known batch"
-    assert reasons[14] == f"chunk {I2}-1: evidence group 'not a group': 1-16 letters, digits, _ or -"
+    assert reasons[14] == f"chunk {I2}-1: evidence group (a text of 11 characters): 1-16 letters, digits, _ or -"
     assert reasons[15] == f"chunk {I2}-2: tags or an evidence group without a grade"
     assert reasons[16] == "chunks is not a list of chunk objects"
     assert "not both" in reasons[17]
     assert {r for line, r in problems if line == 18} == {
-        "judge 'a\\nb': at most 128 printable characters", "tags 'stale' are not a list of tags"}
+        "judge (a text of 3 characters): at most 128 printable characters", "tags 'stale' are not a list of tags"}
 
 
-def test_text_in_a_wrong_field_is_not_echoed_whole():
-    text = "The quarterly revenue of ACME Corp grew by 12.4 percent to 1.2 billion"
-    ((line, reason),) = refused("t.jsonl", jsonl({"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": text}))
-    assert line == 1 and reason.endswith("... is not one of 0, 1, 2, 3") and "billion" not in reason
+TEXT = "The quarterly revenue of ACME Corp grew by 12.4 percent, " * 180  # a chunk's text, 10,260 characters
+
+
+def assert_no_text(problems) -> None:
+    """No word of TEXT in any problem, and every problem a short line."""
+    for p in problems:
+        line = str(p)
+        assert "\n" not in line and len(line) < 200, line
+        assert not {"quarterly", "revenue", "ACME", "percent"} & set(line.replace(",", " ").split()), line
+
+
+def test_text_in_any_field_is_never_echoed():
+    rows = [{"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": 2, field: TEXT}
+            for field in ("item", "chunk", "judge", "grade", "tags", "evidence_group")]
+    rows.append({"item": I1, "judge": "ana", "chunks": [{"chunk": TEXT, "grade": 1, "tags": [TEXT, "stale"]}]})
+    rows.append({"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": 2, "tags": [TEXT]})
+    with pytest.raises(Refused) as info:
+        labels("t.jsonl", jsonl(*rows))
+    assert [p.line for p in info.value.problems] == [1, 2, 3, 4, 5, 6, 7, 7, 8]
+    assert_no_text(info.value.problems)
+    assert str(info.value.problems[1]) == f"t.jsonl: line 2: chunk (a text of {len(TEXT)} characters) is not an id"
+    assert str(info.value.problems[3]) == f"t.jsonl: line 4: grade (a text of {len(TEXT)} characters) is not one of 0, 1, 2, 3"
+
+
+def test_a_spreadsheet_with_swapped_columns_names_the_column_not_the_text():
+    swapped = HEADER.replace("chunk,chunk_id,chunk_text", "chunk_text,chunk_id,chunk")
+    text = swapped + "".join(f'{I1},1,q1,,{I1}-{j},c{j},"{TEXT}",ana,2,,\n' for j in (1, 2))
+    problems = refused("swapped.csv", text)
+    cut = len(TEXT.strip())  # a cell is read without its blanks around
+    assert problems == [(n, f"chunk (column 7) (a text of {cut} characters) is not an id") for n in (2, 3)]
+    # no header at all: the first row is taken for one, and its cells are not echoed either
+    problems = refused("headless.csv", f'{I1},1,q1,"{TEXT}",{I1}-1,c1,"{TEXT}",ana,2,,\n')
+    assert problems == [(1, "no column item, chunk, judge, grade (the header has "
+                            f"{I1}, 1, q1, (a text of {cut} characters), {I1}-1, c1, "
+                            f"(a text of {cut} characters), ana, 2, '', '')")]
+
+
+def test_a_label_studio_export_with_text_for_ids_echoes_none():
+    export = [{"id": TEXT, "data": {"item": TEXT, "chunks": [{"chunk": TEXT}]}, "annotations": [
+        {"id": TEXT, "completed_by": TEXT, "result": []},
+        {"id": 1, "completed_by": 1, "result": [{"from_name": TEXT, "value": {"choices": [TEXT]}}]},
+        {"id": 2, "completed_by": 1, "result": [{"from_name": "grade_0", "value": {"choices": [TEXT]}}]}]}]
+    with pytest.raises(Refused) as info:
+        labels("export.json", json.dumps(export))
+    assert len(info.value.problems) == 6
+    assert_no_text(info.value.problems)
 
 
 def test_a_file_with_one_bad_row_is_refused_whole():
@@ -164,7 +207,7 @@ def test_csv_is_the_items_file_with_four_columns_more():
     parsed = parse("judged.csv", text)
     assert not parsed.problems and parsed.skipped == 1
     assert [line for line, _ in parsed.rows] == [2, 6]  # a row's first line
-    assert checked(parsed, KEYS) == [Label(B, I1, f"{I1}-1", "ana", 3, ("duplicate", "stale"), "B"),
+    assert checked([parsed], KEYS)[0] == [Label(B, I1, f"{I1}-1", "ana", 3, ("duplicate", "stale"), "B"),
                                      Label(B, I2, f"{I2}-3", "ana", 0)]
 
 
@@ -182,11 +225,11 @@ def test_bad_csv_rows_are_named_with_their_lines():
             + f"{I1},1,q1,,{I1}-2,c8,,bo,2\n"
             + f"{I1},1,q1,,{I1}-1,c9,,ana,1,,\n")
     assert refused("bad.csv", text) == [
-        (4, "grade 'three' is not one of 0, 1, 2, 3"),
-        (5, "judge is missing"),
-        (6, "unknown tag(s) fresh (known: " + ", ".join(TAGS) + ")"),
+        (4, "grade (column 9) 'three' is not one of 0, 1, 2, 3"),
+        (5, "judge (column 8) is missing"),
+        (6, "tags (column 10): unknown tag(s) 'fresh' (known: " + ", ".join(TAGS) + ")"),
         (7, "9 cells, the header has 11"),
-        (8, f"chunk {I1}-1 judged twice by ana (also line 2)"),
+        (8, f"chunk {I1}-1 is labelled twice by judge 'ana' (first in bad.csv, line 2)"),
     ]
 
 
@@ -230,7 +273,7 @@ def test_label_studio_export():
     parsed = parse("export.json", json.dumps(EXPORT))
     assert parsed.format == "label-studio" and parsed.skipped == 1 and not parsed.problems
     assert [line for line, _ in parsed.rows] == [1, 1, 2, 2, 2, 2, 2, 2]
-    got = checked(parsed, KEYS)
+    (got,) = checked([parsed], KEYS)
     assert got[:2] == [Label(B, I1, f"{I1}-1", "label-studio:1", 3, ("stale",), "A"),
                        Label(B, I1, f"{I1}-2", "label-studio:1", 1, (), "A")]
     assert [(x.chunk, x.judge, x.grade) for x in got[2:]] == [
@@ -250,12 +293,12 @@ def test_bad_label_studio_annotations_are_named_by_task():
         task(16, I1, 1, annotation(6, 2, [{"from_name": "comment", "value": {"text": ["hi"]}}], result(0, "2"))),
     ]
     with pytest.raises(Refused) as info:
-        checked(parse("export.json", json.dumps(bad)), KEYS)
+        checked([parse("export.json", json.dumps(bad))], KEYS)
     assert [str(p) for p in info.value.problems] == [
-        f"export.json: task 1: task id 11, annotation 1: chunk {I1}-2 has no grade",
+        f"export.json: task 1: task id 11, annotation 1: chunk {I1}-2: no grade",
         "export.json: task 2: task id 12, annotation 2: result 'grade_5' is about no chunk of the task",
         f"export.json: task 2: task id 12, annotation 2: chunk {I2}-1: grade 5 is not one of 0, 1, 2, 3",
-        f"export.json: task 2: task id 12, annotation 2: chunk {I2}-3: unknown tag(s) x (known: {', '.join(TAGS)})",
+        f"export.json: task 2: task id 12, annotation 2: chunk {I2}-3: tags: unknown tag(s) 'x' (known: {', '.join(TAGS)})",
         "export.json: task 3: task id 13, annotation 3: completed_by 'someone' names no user",
         "export.json: task 4: not a task of a ragdrift batch (no data.item and data.chunks)",
         f"export.json: task 5: task id 15, annotation 5: chunk {I1}-1: one grade and at most one evidence group",
@@ -312,12 +355,77 @@ def as_label_studio(found: list[Label]) -> list[dict]:
 
 
 @FAST
-@given(st.lists(label_strategy, max_size=12).map(unique_pairs))
+@given(st.lists(label_strategy, min_size=1, max_size=12).map(unique_pairs))
 def test_any_labels_survive_each_format(found):
     lines = jsonl(*({"item": x.item, "chunk": x.chunk, "judge": x.judge, "grade": x.grade, "tags": list(x.tags),
                      "evidence_group": x.evidence_group} for x in found))
     assert labels("any.jsonl", lines, ANY_KEYS) == found
     assert labels("any.csv", as_csv(found), ANY_KEYS) == found
-    got = checked(parse_label_studio("export", as_label_studio(found)), ANY_KEYS)
+    (got,) = checked([parse_label_studio("export", as_label_studio(found))], ANY_KEYS)
     assert [(x.item, x.chunk, x.grade, x.tags, x.evidence_group) for x in got] == \
         [(x.item, x.chunk, x.grade, x.tags, x.evidence_group) for x in found]
+
+
+# -- the same labels twice, and what a file may not leave ambiguous ------------------
+
+
+def test_the_same_label_in_two_files_refuses_both_naming_each_place():
+    a = parse("a.jsonl", jsonl({"item": I1, "chunk": f"{I1}-1", "judge": "ana ", "grade": 2},
+                               {"item": I1, "chunk": f"{I1}-2", "judge": "ana", "grade": 2}))
+    b = parse("b.csv", f"item,chunk,judge,grade\n{I1},{I1}-2,bo,1\n{I1},{I1}-1, ana,3\n")
+    with pytest.raises(Refused) as info:
+        checked([a, b], KEYS)
+    assert [str(p) for p in info.value.problems] == [
+        f"b.csv: line 3: chunk {I1}-1 is labelled twice by judge 'ana' (first in a.jsonl, line 1)"]
+    twice = parse("export.json", json.dumps([task(1, I1, 1, annotation(1, 5, result(0, "1")),
+                                                  annotation(2, 5, result(0, "2")))]))
+    with pytest.raises(Refused) as info:
+        checked([twice], KEYS)
+    assert [str(p) for p in info.value.problems] == [
+        f"export.json: task 1: chunk {I1}-1 is labelled twice by judge 'label-studio:5' (first in export.json, task 1)"]
+
+
+@pytest.mark.parametrize("line", [
+    f'{{"item": "{I1}", "chunk": "{I1}-1", "judge": "ana", "grade": 1, "grade": 3}}',
+    f'{{"item": "{I1}", "judge": "ana", "chunks": [{{"chunk": "{I1}-1", "grade": 1, "grade": 2}}]}}',
+])
+def test_a_key_repeated_in_a_jsonl_line_refuses_it(line):
+    assert refused("r.jsonl", line + "\n") == [(1, "not JSON: key 'grade' appears twice in one object")]
+
+
+def test_a_column_read_twice_refuses_the_csv():
+    text = f"item,chunk,grade,judge,grade,notes,notes\n{I1},{I1}-1,1,ana,3,,\n"
+    assert refused("twice.csv", text) == [(1, "column grade appears 2 times (columns 3, 5)")]
+
+
+@pytest.mark.parametrize(("file", "text", "reason"), [
+    ("f.jsonl", jsonl({"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": 2.0}), "grade 2.0 is not one of"),
+    ("f.jsonl", f'{{"item": "{I1}", "chunk": "{I1}-1", "judge": "ana", "grade": NaN}}\n', "not JSON: NaN is not"),
+    ("f.jsonl", f'{{"item": "{I1}", "chunk": "{I1}-1", "judge": "ana", "grade": -Infinity}}\n', "not JSON: -Infinity"),
+    ("f.jsonl", f'{{"item": "{I1}", "chunk": "{I1}-1", "judge": "ana", "grade": 1e400}}\n', "not JSON: a number"),
+    ("f.csv", f"item,chunk,judge,grade\n{I1},{I1}-1,ana,\u00b2\n", "grade (column 4) '\u00b2' is not one of"),
+    ("f.csv", f"item,chunk,judge,grade\n{I1},{I1}-1,ana,{'9' * 5000}\n", "grade (column 4) (a text of 5000"),
+    ("f.csv", f"item,chunk,judge,grade\n{I1},{I1}-1,ana,nan\n", "grade (column 4) 'nan' is not one of"),
+    ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5, result(0, "\u00b2")))]), "grade '\u00b2' is not one of"),
+    ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5, result(0, "2.0")))]), "grade '2.0' is not one of"),
+    ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5, [{"from_name": "grade_\u00b2",
+                                                               "value": {"choices": ["1"]}}]))]), "about no chunk"),
+    ("f.json", json.dumps([task(1, I1, 1) | {"annotations": 5}]), "annotations 5 is not a list"),
+    ("f.json", json.dumps([task(1, I1, 1) | {"annotations": {"id": 1}}]), "annotations (an object of 1 keys) is"),
+    ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5) | {"result": 7})]), "result 7 is not a list"),
+    ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5, [{"from_name": 3, "value": 4}]))]), "result 3 is about"),
+    ("f.json", json.dumps([{"id": 1, "data": {"item": I1, "chunks": [{"chunk": f"{I1}-1"}]},
+                            "annotations": [{"id": 2, "completed_by": 5, "result": [
+                                {"from_name": "grade_0", "value": {"choices": [[2]]}}]}]}]), "grade (a list of 1)"),
+    ("f.json", '[{"id": 1, "id": 2}]', "not JSON: key 'id' appears twice"),
+])  # fmt: skip
+def test_wrong_numbers_and_types_are_problems_not_exceptions(file, text, reason):
+    (line, got), *others = refused(file, text)  # a result about no chunk leaves that chunk without a grade too
+    assert line == (2 if file.endswith(".csv") else 1) and reason in got, got
+    assert [r for _, r in others] in ([], [f"task id 1, annotation 1: chunk {I1}-1: no grade"])
+
+
+@pytest.mark.parametrize("file", ["e.jsonl", "e.csv", "e.json", "e"])
+@pytest.mark.parametrize("text", ["", "\ufeff", " \n\r\n\t"])
+def test_an_empty_file_is_refused_whatever_its_format(file, text):
+    assert refused(file, text) == [(1, "the file is empty")]

@@ -3,40 +3,46 @@
 Pure: the text of one file in, its labels out, with every bad row found. A
 file is imported whole or not at all, so a parse never stops at the first
 problem: it reports them all, each with the file, the line (in a Label
-Studio export: the task's position) and the reason, and `checked` refuses
-the file when there is any.
+Studio export: the task's position), the column or field, and the reason,
+and `checked` refuses the files when there is any. A reason never quotes a
+cell that is not an id or a short token (`untrusted.shown`): a spreadsheet
+with its columns swapped must not print the judged text.
 
     JSONL  a line per item, the batch's items.jsonl line with the judge's
            fields added: {"item", "judge", "chunks": [{"chunk", "grade",
            "tags", "evidence_group"}, ...]} (other keys, such as the text,
            are ignored); or a line per label: {"item", "chunk", "judge",
-           "grade", "tags", "evidence_group"}.
+           "grade", "tags", "evidence_group"}. A key repeated in one object,
+           NaN or Infinity refuse the line.
     CSV    the batch's items.csv, a row per (item, chunk), with the columns
            judge, grade, tags (separated by ";") and evidence_group added;
-           item, chunk, judge and grade are required columns.
+           item, chunk, judge and grade are required columns, and none of
+           the columns read may appear twice.
     Label Studio
            the JSON export of a project made from the batch's tasks: per
            chunk i of a task, grade_i, tags_i and group_i (studio.py).
 
 A row whose grade is empty (CSV) or null (JSONL) was not judged yet and is
-skipped; a cancelled (skipped) Label Studio annotation too.
+skipped; a cancelled (skipped) Label Studio annotation too. An empty file
+(nothing but blanks) is refused, whatever its format.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.core.judgments import studio
 from agent.core.judgments.labels import GRADES, TAGS, Label
+from agent.core.judgments.untrusted import chunk_place, grade_of, is_id, loads, shown
 
 FORMATS = ("jsonl", "csv", "label-studio")
 _GROUP = re.compile(r"[A-Za-z0-9_-]{1,16}\Z")
 _JUDGE_MAX = 128
 _REQUIRED_COLUMNS = ("item", "chunk", "judge", "grade")
+_COLUMNS = (*_REQUIRED_COLUMNS, "tags", "evidence_group")
 
 Keys = Mapping[str, Mapping[str, Collection[str]]]  # batch id -> item -> its chunks
 
@@ -100,17 +106,22 @@ def parse(file: str, text: str, format: str | None = None) -> Parsed:
     """The labels of one file's text, and its problems."""
     format = format or format_of(file, text)
     text = text.removeprefix("\ufeff")  # a spreadsheet's byte order mark
+    if format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}, expected one of {FORMATS}")
+    reader = Reader(file, format)
+    if not text.strip():
+        reader.problem(1, "the file is empty")
+        return reader.done()
     if format == "jsonl":
-        return Reader(file, format).jsonl(text)
+        return reader.jsonl(text)
     if format == "csv":
-        return Reader(file, format).csv(text)
-    if format == "label-studio":
-        try:
-            tasks = json.loads(text)
-        except ValueError as exc:
-            return Parsed(file, format, (), (Problem(file, 1, f"not JSON: {exc}"),))
-        return parse_label_studio(file, tasks)
-    raise ValueError(f"unknown format {format!r}, expected one of {FORMATS}")
+        return reader.csv(text)
+    try:
+        tasks = loads(text)
+    except ValueError as exc:
+        reader.problem(1, f"not JSON: {exc}")
+        return reader.done()
+    return studio.read(reader, tasks)
 
 
 def parse_label_studio(file: str, tasks: object) -> Parsed:
@@ -118,25 +129,41 @@ def parse_label_studio(file: str, tasks: object) -> Parsed:
     return studio.read(Reader(file, "label-studio"), tasks)
 
 
-def checked(parsed: Parsed, keys: Keys) -> list[Label]:
-    """The file's labels, or `Refused` with all its problems: its own, and
-    every label of an item or chunk its batch's key does not hold (`keys`
-    lacks a batch the store does not know)."""
-    problems = list(parsed.problems)
-    for line, label in parsed.rows:
-        items = keys.get(label.batch_id)
-        if items is None:
-            reason = f"item {label.item}: batch {label.batch_id} is not a known batch"
-        elif label.item not in items:
-            reason = f"item {label.item} is not in batch {label.batch_id}"
-        elif label.chunk not in items[label.item]:
-            reason = f"item {label.item} has no chunk {label.chunk}"
-        else:
-            continue
-        problems.append(Problem(parsed.file, line, reason, _unit(parsed.format)))
+def checked(files: Sequence[Parsed], keys: Keys) -> list[list[Label]]:
+    """Each file's labels, or `Refused` with every problem of every file: its
+    own; every label of an item or chunk its batch's key does not hold (`keys`
+    lacks a batch the store does not know); and every label given again (the
+    same item, chunk and judge, in one file or two), which would otherwise be
+    a second version of itself."""
+    problems: list[Problem] = []
+    first: dict[tuple[str, str, str, str], str] = {}  # label pair -> where it was first given
+    for parsed in files:
+        found = list(parsed.problems)
+        unit = _unit(parsed.format)
+        for line, label in parsed.rows:
+            reason = _unknown(label, keys)
+            if reason is None and label.pair in first:
+                reason = (f"chunk {label.chunk} is labelled twice by judge {shown(label.judge)} "
+                          f"(first in {first[label.pair]})")
+            first.setdefault(label.pair, f"{parsed.file}, {unit} {line}")
+            if reason is not None:
+                found.append(Problem(parsed.file, line, reason, unit))
+        problems += sorted(found, key=lambda p: p.line)
     if problems:
-        raise Refused(sorted(problems, key=lambda p: p.line))
-    return [label for _, label in parsed.rows]
+        raise Refused(problems)
+    return [[label for _, label in parsed.rows] for parsed in files]
+
+
+def _unknown(label: Label, keys: Keys) -> str | None:
+    """Why the batch's key refuses a label, if it does (ids are short tokens: the reader checked)."""
+    items = keys.get(label.batch_id)
+    if items is None:
+        return f"item {label.item}: batch {label.batch_id} is not a known batch"
+    if label.item not in items:
+        return f"item {label.item} is not in batch {label.batch_id}"
+    if label.chunk not in items[label.item]:
+        return f"item {label.item} has no chunk {label.chunk}"
+    return None
 
 
 def _unit(format: str) -> str:
@@ -145,14 +172,14 @@ def _unit(format: str) -> str:
 
 @dataclass
 class Reader:
-    """One file's rows as they are read: labels, problems, duplicates."""
+    """One file's rows as they are read: labels, problems, skipped rows."""
 
     file: str
     format: str
     rows: list[tuple[int, Label]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     skipped: int = 0
-    seen: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (item, chunk, judge) -> line
+    columns: dict[str, str] = field(default_factory=dict)  # field -> how a reason names it (CSV: with its column)
 
     def done(self) -> Parsed:
         return Parsed(self.file, self.format, tuple(self.rows), tuple(self.problems), self.skipped)
@@ -160,12 +187,19 @@ class Reader:
     def problem(self, line: int, reason: str) -> None:
         self.problems.append(Problem(self.file, line, reason, _unit(self.format)))
 
+    def name(self, key: str) -> str:
+        """A field as a reason names it: in a CSV file with its column."""
+        return self.columns.get(key, key.replace("_", " "))
+
     def add(self, line: int, where: str, item, chunk, judge, grade, tags, group) -> None:
         """One row's label, or its problems (`where` prefixes each reason)."""
+        name = self.name
         reasons = []
-        for name, value in (("item", item), ("chunk", chunk)):
-            if not isinstance(value, str) or not value:
-                reasons.append(f"{name} is missing")
+        for key, value in (("item", item), ("chunk", chunk)):
+            if value is None or value == "":
+                reasons.append(f"{name(key)} is missing")
+            elif not is_id(value):
+                reasons.append(f"{name(key)} {shown(value)} is not an id")
         if grade is None:
             if tags or group:
                 reasons.append("tags or an evidence group without a grade")
@@ -174,23 +208,19 @@ class Reader:
             for reason in reasons:
                 self.problem(line, where + reason)
             return
-        if not isinstance(judge, str) or not judge.strip():
-            reasons.append("judge is missing")
+        judge = judge.strip() if isinstance(judge, str) else judge
+        if not isinstance(judge, str) or not judge:
+            reasons.append(f"{name('judge')} is missing")
         elif len(judge) > _JUDGE_MAX or not judge.isprintable():
-            reasons.append(f"judge {_cut(repr(judge))}: at most {_JUDGE_MAX} printable characters")
-        if isinstance(grade, bool) or grade not in GRADES:
-            reasons.append(f"grade {_cut(repr(grade))} is not one of 0, 1, 2, 3")
+            reasons.append(f"{name('judge')} {shown(judge)}: at most {_JUDGE_MAX} printable characters")
+        if type(grade) is not int or grade not in GRADES:  # not True, not 2.0
+            reasons.append(f"{name('grade')} {shown(grade)} is not one of 0, 1, 2, 3")
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            reasons.append(f"tags {_cut(repr(tags))} are not a list of tags")
+            reasons.append(f"{name('tags')} {shown(tags)} are not a list of tags")
         elif unknown := sorted(set(tags) - set(TAGS)):
-            reasons.append(f"unknown tag(s) {_cut(', '.join(unknown))} (known: {', '.join(TAGS)})")
+            reasons.append(f"{name('tags')}: unknown tag(s) {', '.join(map(shown, unknown))} (known: {', '.join(TAGS)})")
         if group is not None and not (isinstance(group, str) and _GROUP.match(group)):
-            reasons.append(f"evidence group {_cut(repr(group))}: 1-16 letters, digits, _ or -")
-        if not reasons:
-            pair = (item, chunk, judge)
-            if pair in self.seen:
-                reasons.append(f"chunk {chunk} judged twice by {judge} (also {_unit(self.format)} {self.seen[pair]})")
-            self.seen.setdefault(pair, line)
+            reasons.append(f"{name('evidence_group')} {shown(group)}: 1-16 letters, digits, _ or -")
         if reasons:
             for reason in reasons:
                 self.problem(line, where + reason)
@@ -204,7 +234,7 @@ class Reader:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads(line)
             except ValueError as exc:
                 self.problem(n, f"not JSON: {exc}")
                 continue
@@ -223,10 +253,9 @@ class Reader:
             self.problem(n, "chunks is not a list of chunk objects" if "chunk" not in row
                          else "a line is an item (with chunks) or a label (with chunk), not both")
             return
-        for c in chunks:
-            where = f"chunk {c.get('chunk')}: " if c.get("chunk") else ""
-            self.add(n, where, row.get("item"), c.get("chunk"), c.get("judge", row.get("judge")), c.get("grade"),
-                     _list(c.get("tags")), c.get("evidence_group"))
+        for i, c in enumerate(chunks):
+            self.add(n, chunk_place(c.get("chunk"), i), row.get("item"), c.get("chunk"),
+                     c.get("judge", row.get("judge")), c.get("grade"), _list(c.get("tags")), c.get("evidence_group"))
 
     # -- CSV -----------------------------------------------------------------
 
@@ -234,12 +263,17 @@ class Reader:
         lines = [line + "\n" for line in text.split("\n")]
         reader = csv.reader(lines)
         try:
-            header = next(reader, None)
-            if header is None:
-                return self.done()
-            header = [h.strip() for h in header]
+            header = [h.strip() for h in next(reader)]
             if missing := [c for c in _REQUIRED_COLUMNS if c not in header]:
-                self.problem(1, f"no column {', '.join(missing)} (the header has {', '.join(header)})")
+                self.problem(1, f"no column {', '.join(missing)} "
+                                f"(the header has {', '.join(h if is_id(h) else shown(h) for h in header)})")
+                return self.done()
+            for name in _COLUMNS:
+                places = [str(i) for i, h in enumerate(header, 1) if h == name]
+                if len(places) > 1:
+                    self.problem(1, f"column {name} appears {len(places)} times (columns {', '.join(places)})")
+                self.columns[name] = f"{name} (column {places[0]})" if places else name
+            if self.problems:
                 return self.done()
             start = reader.line_num + 1
             for cells in reader:
@@ -251,18 +285,12 @@ class Reader:
                     continue
                 row = dict(zip(header, cells))
                 grade = row["grade"].strip()
-                self.add(n, "", row["item"].strip(), row["chunk"].strip(), row["judge"].strip(),
-                         (int(grade) if grade.isdigit() else grade) if grade else None,
+                self.add(n, "", row["item"].strip(), row["chunk"].strip(), row["judge"], grade_of(grade) if grade else None,
                          [t.strip() for t in row.get("tags", "").split(";") if t.strip()],
                          row.get("evidence_group", "").strip() or None)
         except csv.Error as exc:
             self.problem(reader.line_num, f"not CSV: {exc}")
         return self.done()
-
-
-def _cut(shown: str, limit: int = 40) -> str:
-    """A value as a problem shows it: cut, so that text in a wrong column is not echoed whole."""
-    return shown if len(shown) <= limit else shown[:limit] + "..."
 
 
 def _list(tags) -> object:

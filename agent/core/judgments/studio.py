@@ -2,12 +2,16 @@
 
 Per chunk i of a task, the labeling config (agent/io/label_studio.py) has
 the controls grade_i, tags_i and group_i. A cancelled (skipped) annotation
-is skipped; the judge is the Label Studio user who completed it.
+is skipped; the judge is the Label Studio user who completed it. The export
+is hostile input like any file: a value of the wrong type anywhere in it is
+a problem of its task, and a reason shows no value but ids and short tokens.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from agent.core.judgments.untrusted import chunk_place, grade_of, shown
 
 if TYPE_CHECKING:  # importing.py hands its reader in
     from agent.core.judgments.importing import Parsed, Reader
@@ -27,13 +31,18 @@ def read(reader: Reader, tasks: object) -> Parsed:
         if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
             reader.problem(n, "not a task of a ragdrift batch (no data.item and data.chunks)")
             continue
-        for ann in task.get("annotations") or ():
+        where = f"task id {shown(task.get('id'))}: "
+        annotations = task.get("annotations") or []
+        if not isinstance(annotations, list):
+            reader.problem(n, where + f"annotations {shown(annotations)} is not a list")
+            continue
+        for ann in annotations:
             if not isinstance(ann, dict):
-                reader.problem(n, f"task id {task.get('id')}: an annotation is not an object")
+                reader.problem(n, where + f"annotation {shown(ann)} is not an object")
             elif ann.get("was_cancelled"):
                 reader.skipped += 1  # the judge skipped the task
             else:
-                _annotation(reader, n, f"task id {task.get('id')}, annotation {ann.get('id')}: ",
+                _annotation(reader, n, f"task id {shown(task.get('id'))}, annotation {shown(ann.get('id'))}: ",
                             data.get("item"), chunks, ann)
     return reader.done()
 
@@ -41,32 +50,35 @@ def read(reader: Reader, tasks: object) -> Parsed:
 def _annotation(reader: Reader, n: int, where: str, item, chunks: list[dict], ann: dict) -> None:
     judge = _judge(ann.get("completed_by"))
     if judge is None:
-        reader.problem(n, where + f"completed_by {ann.get('completed_by')!r} names no user")
+        reader.problem(n, where + f"completed_by {shown(ann.get('completed_by'))} names no user")
+        return
+    results = ann.get("result") or []
+    if not isinstance(results, list):
+        reader.problem(n, where + f"result {shown(results)} is not a list")
         return
     chosen: dict[tuple[str, int], list] = {}
-    for r in ann.get("result") or ():
+    for r in results:
         r = r if isinstance(r, dict) else {}
         name, value = r.get("from_name"), r.get("value")
-        kind, _, index = str(name).rpartition("_")
+        kind, _, index = name.rpartition("_") if isinstance(name, str) else ("", "", "")
         choices = value.get("choices") if isinstance(value, dict) else None
-        if kind not in _CONTROLS or not index.isdigit() or int(index) >= len(chunks):
-            reader.problem(n, where + f"result {name!r} is about no chunk of the task")
+        if kind not in _CONTROLS or not (index.isascii() and index.isdigit()) or int(index) >= len(chunks):
+            reader.problem(n, where + f"result {shown(name)} is about no chunk of the task")
         elif not isinstance(choices, list):
-            reader.problem(n, where + f"result {name}: no choices")
+            reader.problem(n, where + f"result {shown(name)}: no choices")
         else:
             chosen[(kind, int(index))] = choices
     for i, c in enumerate(chunks):
         grade = chosen.get(("grade", i))
         group = chosen.get(("group", i))
+        place = chunk_place(c.get("chunk"), i)
         if grade is None:
-            reader.problem(n, where + f"chunk {c.get('chunk')} has no grade")
+            reader.problem(n, where + place + "no grade")
             continue
         if len(grade) != 1 or (group is not None and len(group) != 1):
-            reader.problem(n, where + f"chunk {c.get('chunk')}: one grade and at most one evidence group")
+            reader.problem(n, where + place + "one grade and at most one evidence group")
             continue
-        value = grade[0]
-        reader.add(n, where + f"chunk {c.get('chunk')}: ", item, c.get("chunk"), judge,
-                   int(value) if isinstance(value, str) and value.isdigit() else value,
+        reader.add(n, where + place, item, c.get("chunk"), judge, grade_of(grade[0]),
                    chosen.get(("tags", i), []), group[0] if group else None)
 
 

@@ -1,0 +1,84 @@
+"""What judges' files and offline runs hold, read as hostile input.
+
+JSON is read strictly: `json.loads` keeps the last of a key repeated in one object, and reads NaN,
+Infinity and numbers too large for a float (1e400) as non-finite floats: a
+file would then say something other than what it holds, silently. Here each
+of those is a `ValueError` naming the key or the constant (never other
+values), and a syntax error stays a `json.JSONDecodeError` with its line.
+An integer is ASCII digits only (`int` and `str.isdigit` also take "²" and
+other scripts' digits), at most 18 of them. A value in a message is `shown`, never echoed whole.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+_ID_MAX = 96  # the store's chunk column; blinded ids are about 25 characters
+
+
+def loads(text: str):
+    """The JSON value of `text`; a repeated key or a non-finite number is a ValueError."""
+    return json.loads(text, object_pairs_hook=_unique, parse_constant=_constant, parse_float=_finite)
+
+
+def integer(text: str) -> int | None:
+    """The integer 1-18 ASCII digits (after an optional minus) spell, else None."""
+    digits = text.removeprefix("-")
+    return int(text) if len(digits) <= 18 and digits.isascii() and digits.isdigit() else None
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {shown(key)} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _constant(name: str):
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"a number of {len(text)} characters is not a finite float")
+    return value
+
+
+def shown(value, limit: int = 40) -> str:
+    """A value as a message shows it: a short token (no blank, printable) as
+    its repr; anything else, such as text in a wrong column, by its kind and
+    size only, so that a judged or resolved text is never echoed."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int | float):
+        text = repr(value)
+        return text if len(text) <= limit else f"(a number of {len(text)} characters)"
+    if isinstance(value, str):
+        if len(value) <= limit and value.isprintable() and not any(c.isspace() for c in value):
+            return repr(value)
+        return f"(a text of {len(value)} characters)"
+    if isinstance(value, list):
+        return f"(a list of {len(value)})"
+    if isinstance(value, dict):
+        return f"(an object of {len(value)} keys)"
+    return f"(a {type(value).__name__})"
+
+
+def is_id(value) -> bool:
+    """An item or chunk id a message may show: a printable token without blanks."""
+    return isinstance(value, str) and value != "" and shown(value, _ID_MAX) == repr(value)
+
+
+def chunk_place(chunk, index: int) -> str:
+    """Where a chunk's problems are, as a reason's prefix: its id, else its position."""
+    return f"chunk {chunk}: " if is_id(chunk) else f"chunk {index + 1} of the item: "
+
+
+def grade_of(value):
+    """A grade given as text ("2") as its integer when it is ASCII digits; anything else as it is, to be refused."""
+    number = integer(value) if isinstance(value, str) else None
+    return value if number is None else number
