@@ -137,6 +137,7 @@ def test_a_judged_items_file_imports_once(batch, tmp_path, capsys):
     assert code == 0
     found = json.loads(out)
     fits = found.pop("calibrations")
+    assert found.pop("calibration_error") is None
     assert found == {"imported": True, "files": [{
         "file": str(judged), "format": "jsonl", "batches": [directory.name], "labels": len(want),
         "new": len(want), "changed": 0, "unchanged": 0, "skipped": 0}]}
@@ -194,7 +195,7 @@ def test_a_judged_csv_changes_what_it_grades_anew(batch, tmp_path, capsys):
 def test_a_bad_row_refuses_the_command_and_names_file_and_line(batch, tmp_path, capsys):
     config, directory, items = batch
     good = tmp_path / "good.jsonl"
-    good.write_text(judged_jsonl(items))
+    good.write_text(judged_jsonl(items[1:]))  # the sheet below grades the first item
     first = items[0]
     grades = {(first["item"], c["chunk"]): (2, "") for c in first["chunks"]}
     bad_chunk = (first["item"], first["chunks"][-1]["chunk"])
@@ -210,7 +211,7 @@ def test_a_bad_row_refuses_the_command_and_names_file_and_line(batch, tmp_path, 
     code, out, err = run(capsys, "judgments", "import", str(good), str(sheet), str(ghost), "--config", str(config))
     assert code == 2 and out == ""
     assert err.splitlines() == [
-        f"ragdrift: {sheet}: line {line}: grade 5 is not one of 0, 1, 2, 3",
+        f"ragdrift: {sheet}: line {line}: grade (column 9) 5 is not one of 0, 1, 2, 3",
         f"ragdrift: {ghost}: line 1: item 2020-W01-00000000-0001: batch 2020-W01-00000000 is not a known batch",
         "ragdrift: error: nothing imported: 2 problem(s) in 2 file(s)",
     ]
@@ -218,7 +219,7 @@ def test_a_bad_row_refuses_the_command_and_names_file_and_line(batch, tmp_path, 
 
     code, out, err = run(capsys, "judgments", "import", str(sheet), "--config", str(config), "--format", "json")
     assert code == 2 and json.loads(out) == {"imported": False, "problems": [
-        {"file": str(sheet), "unit": "line", "line": line, "reason": "grade 5 is not one of 0, 1, 2, 3"}]}
+        {"file": str(sheet), "unit": "line", "line": line, "reason": "grade (column 9) 5 is not one of 0, 1, 2, 3"}]}
     assert err == "ragdrift: error: nothing imported: 1 problem(s) in 1 file(s)\n"
 
 
@@ -255,3 +256,109 @@ def test_usage_errors_are_one_line(batch, tmp_path, capsys):
     code, _, err = run(capsys, "judgments", "pull", "--project", "1", "--label-studio-url", "http://127.0.0.1:9",
                        "--label-studio-token-file", str(tmp_path / "no-token"), "--config", str(config))
     assert code == 2 and "cannot read Label Studio token file" in err and err.count("\n") == 1
+
+
+TEXT = "Refunds are issued within 30 days of purchase when the receipt is shown. " * 140  # ~10,000 characters
+
+
+@pytest.mark.parametrize("form", ["csv", "jsonl"])
+def test_swapped_columns_never_print_the_judged_text(batch, tmp_path, capsys, form):
+    """A sheet whose chunk and chunk_text columns were swapped: every row is refused by
+    file, line and column, and no word of any text reaches the output."""
+    config, directory, items = batch
+    if form == "csv":
+        rows = list(csv.reader(io.StringIO((directory / "items.csv").read_text())))
+        header = [{"chunk": "chunk_text", "chunk_text": "chunk"}.get(h, h) for h in rows[0]]
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow([*header, "judge", "grade", "tags", "evidence_group"])
+        text_at = rows[0].index("chunk_text")
+        for row in rows[1:]:
+            writer.writerow([*row[:text_at], TEXT, *row[text_at + 1:], "ana", 2, "", ""])
+        sheet = tmp_path / "swapped.csv"
+        sheet.write_text(out.getvalue())
+    else:
+        sheet = tmp_path / "swapped.jsonl"
+        sheet.write_text("".join(json.dumps({**i, "judge": "ana", "chunks": [
+            {**c, "chunk": TEXT, "text": c["chunk"], "grade": 2} for c in i["chunks"]]}) + "\n" for i in items))
+
+    code, out, err = run(capsys, "judgments", "import", str(sheet), "--config", str(config))
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1 + sum(len(i["chunks"]) for i in items)
+    assert all(len(line) < 200 + len(str(sheet)) for line in lines), max(lines, key=len)
+    assert not any(word in err for word in ("Refunds", "receipt", "purchase"))
+    if form == "csv":
+        assert lines[0] == f"ragdrift: {sheet}: line 2: chunk (column 7) (a text of {len(TEXT.strip())} characters) is not an id"
+    else:
+        assert lines[0] == f"ragdrift: {sheet}: line 1: chunk 1 of the item: chunk (a text of {len(TEXT)} characters) is not an id"
+    assert latest(config, directory.name) == []
+
+
+def test_a_label_given_twice_across_files_is_refused_not_versioned(batch, tmp_path, capsys):
+    config, directory, items = batch
+    chunk = items[0]["chunks"][0]["chunk"]
+    first, second = tmp_path / "monday.jsonl", tmp_path / "tuesday.csv"
+    first.write_text(json.dumps({"item": items[0]["item"], "chunk": chunk, "judge": "ana", "grade": 1}) + "\n")
+    second.write_text(f"item,chunk,judge,grade\n{items[0]['item']},{chunk},ana,3\n")
+    code, out, err = run(capsys, "judgments", "import", str(first), str(second), "--config", str(config))
+    assert code == 2 and out == ""
+    assert err.splitlines()[0] == (f"ragdrift: {second}: line 2: chunk {chunk} is labelled twice by judge 'ana' "
+                                   f"(first in {first}, line 1)")
+    assert latest(config, directory.name) == []
+
+
+@pytest.mark.parametrize(("name", "content", "place"), [
+    ("sup.csv", lambda item, chunk: f"item,chunk,judge,grade\n{item},{chunk},ana,\u00b2\n",
+     "line 2: grade (column 4) '\u00b2' is not one of 0, 1, 2, 3"),
+    ("sup.json", lambda item, chunk: json.dumps([{"id": 1, "data": {"item": item, "chunks": [{"chunk": chunk}]},
+                                                  "annotations": [{"id": 2, "completed_by": 3, "result": [
+                                                      {"from_name": "grade_0", "value": {"choices": ["\u00b2"]}}]}]}]),
+     "task 1: task id 1, annotation 2: chunk {chunk}: grade '\u00b2' is not one of 0, 1, 2, 3"),
+    ("annotations.json", lambda item, chunk: json.dumps([{"id": 1, "data": {"item": item, "chunks": [{"chunk": chunk}]},
+                                                          "annotations": 5}]),
+     "task 1: task id 1: annotations 5 is not a list"),
+    ("result.json", lambda item, chunk: json.dumps([{"id": 1, "data": {"item": item, "chunks": [{"chunk": chunk}]},
+                                                     "annotations": [{"id": 2, "completed_by": 3, "result": 7}]}]),
+     "task 1: task id 1, annotation 2: result 7 is not a list"),
+])  # fmt: skip
+def test_odd_grades_and_wrong_types_are_one_line_each_not_a_traceback(batch, tmp_path, capsys, name, content, place):
+    config, directory, items = batch
+    item, chunk = items[0]["item"], items[0]["chunks"][0]["chunk"]
+    path = tmp_path / name
+    path.write_text(content(item, chunk), encoding="utf-8")
+    code, out, err = run(capsys, "judgments", "import", str(path), "--config", str(config))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"ragdrift: {path}: {place.format(chunk=chunk)}",
+                                "ragdrift: error: nothing imported: 1 problem(s) in 1 file(s)"]
+
+
+def test_a_calibration_that_fails_leaves_the_import_committed_and_calibration_owed(batch, tmp_path, capsys):
+    """A pooled batch that cannot be read (archived; on another replica's disk) fails the fit
+    after the labels committed: a warning, exit 0, and the next import fits, though nothing is new."""
+    config, directory, items = batch
+    judged = tmp_path / "judged.jsonl"
+    judged.write_text(judged_jsonl(items))
+    manifest = directory / "manifest.json"
+    archived = tmp_path / "manifest.json"
+    manifest.rename(archived)
+    try:
+        code, out, err = run(capsys, "judgments", "import", str(judged), "--config", str(config))
+        assert code == 0
+        assert out.splitlines()[0].startswith(f"{judged}: ") and " new, 0 changed" in out
+        assert len(err.splitlines()) == 1 and err.startswith(
+            "ragdrift: warning: labels imported, but the calibration failed and stays owed") and str(manifest) in err
+        assert latest(config, directory.name) == expected(items)
+
+        code, out, err = run(capsys, "judgments", "import", str(judged), "--config", str(config), "--format", "json")
+        assert code == 0 and json.loads(out)["calibrations"] == [] and "cannot read" in json.loads(out)["calibration_error"]
+        assert err.startswith("ragdrift: warning: ")  # still owed
+    finally:
+        archived.rename(manifest)
+    code, out, err = run(capsys, "judgments", "import", str(judged), "--config", str(config))
+    assert code == 0 and err == ""
+    summary, *fits = out.splitlines()
+    assert summary.endswith("nothing new (already imported)")
+    assert fits and all(line.startswith("calibration ") for line in fits)  # the owed fit, made now
+    code, out, err = run(capsys, "judgments", "import", str(judged), "--config", str(config))
+    assert code == 0 and err == "" and out == f"{summary}\n"  # paid: nothing to fit again

@@ -46,7 +46,7 @@ def add_pull(actions) -> None:
 
 def add_calibrate(actions) -> None:
     calibrate = actions.add_parser("calibrate", help="refit the score calibrations on the newest judged batches "
-                                                     "(import and pull do it when labels change)")
+                                                     "(import and pull do it when labels are newer than the fits)")
     _common(calibrate)
     calibrate.set_defaults(handler=calibrate_scores)
 
@@ -65,7 +65,7 @@ def import_files(args: argparse.Namespace) -> int:
     parsed = []
     for file in args.files:
         try:
-            text = Path(file).read_text(encoding="utf-8")
+            text = Path(file).read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
         parsed.append(parse(file, text))
@@ -99,25 +99,28 @@ def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
     from agent.io.qrels import Qrels
     from agent.io.queue import Queue
     from agent.io.store import StoreError
-    from agent.jobs.judgments import calibrate, import_parsed
+    from agent.jobs.judgments import import_parsed, recalibrate
 
     settings = settings or settings_from(args.config)
     store = open_store(settings, _tables())
     try:
         queue, qrels = Queue(store), Qrels(store)
         imported = import_parsed(queue, qrels, settings.kafka.group_id, parsed)
-        changed = any(x.revision.new or x.revision.changed for x in imported)
-        fits = calibrate(store, queue, qrels, settings.kafka.group_id, settings.judgment.calibration) if changed else []
+        # committed: from here on nothing turns the import into an error
+        fits, failed = recalibrate(store, queue, qrels, settings.kafka.group_id, settings.judgment.calibration)
     except Refused as exc:
         return _refused(args, exc.problems)
     except (ExportError, StoreError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         store.close()
+    if failed is not None:
+        print(f"ragdrift: warning: labels imported, but the calibration failed and stays owed (the next import "
+              f"or `ragdrift judgments calibrate` fits again): {failed}", file=sys.stderr)
     summaries = [x.summary() for x in imported]
     if args.format == "json":
-        print(json.dumps({"imported": True, "files": summaries, "calibrations": [_fit(f) for f in fits]},
-                         sort_keys=True))
+        print(json.dumps({"imported": True, "files": summaries, "calibrations": [_fit(f) for f in fits],
+                          "calibration_error": failed}, sort_keys=True))
         return 0
     for s in summaries:
         batches = ", ".join(s["batches"]) or "no batch"

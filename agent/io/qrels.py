@@ -99,6 +99,10 @@ class Qrels:
         rows = self.store.read(select(q.batch_id, func.count()).where(q.batch_id.in_(ids)).group_by(q.batch_id))
         return {row[0]: int(row[1]) for row in rows}
 
+    def newest_import(self) -> float | None:
+        """When labels were last added (a version written), None before the first."""
+        return self.store.read(select(func.max(self.table.c.imported_at)))[0][0]
+
     def history(self, batch_id: str, item: str, chunk: str, judge: str) -> list[Version]:
         """Every version of one judge's label of one chunk, oldest first."""
         q = self.table.c

@@ -5,19 +5,29 @@ The batch of each label comes from its item id; the store's
 which items and chunks it holds. Every file is checked before anything is
 written, so a command that names a bad file imports nothing; each good file
 is then added in a transaction of its own (agent/io/qrels.py).
+
+The score calibrations are refitted after an import whenever they are owed:
+when labels were imported after the newest fit (or there is no fit). A fit
+that fails (a pooled batch archived, or on another replica's disk) cannot
+undo the import that committed before it; it stays owed, so the next import,
+even of nothing new, or `ragdrift judgments calibrate` fits again.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.core.judgments.judged import Judged
-from agent.core.judgments.importing import Parsed, Refused, checked, keys_of
+from agent.core.judgments.importing import Parsed, checked, keys_of
 from agent.core.judgments.qrels import Revision
 from agent.io import export
+from agent.io.calibrations import Calibrations
+from agent.io.export import ExportError
 from agent.io.qrels import Qrels
 from agent.io.queue import Queue
+from agent.io.store import StoreError
 
 
 @dataclass(frozen=True)
@@ -45,14 +55,7 @@ def import_parsed(queue: Queue, qrels: Qrels, group_id: str, parsed: Sequence[Pa
                   now: float | None = None) -> list[Imported]:
     """Add the labels of every file, or `Refused` with every problem of every file and nothing added."""
     known = keys(queue, group_id, set().union(*(p.batches for p in parsed)))
-    labels, problems = [], []
-    for p in parsed:
-        try:
-            labels.append(checked(p, known))
-        except Refused as exc:
-            problems += exc.problems
-    if problems:
-        raise Refused(problems)
+    labels = checked(parsed, known)
     return [Imported(p, qrels.add(found, p.file, now)) for p, found in zip(parsed, labels)]
 
 
@@ -72,6 +75,24 @@ def calibrate(store, queue: Queue, qrels: Qrels, group_id: str, settings) -> lis
     judgment.calibration); `store` holds the queue, qrels and calibration tables."""
     from agent.jobs.calibrate import fit_and_store  # scikit-learn loads only to fit
 
+    started = time.time()  # a fit is as new as the labels it read: an import committed meanwhile stays owed
     found = judged_batches(queue, qrels, group_id, None, settings.pool_batches)
     return fit_and_store(store, {b.manifest["batch_id"]: b.labels for b in found},
-                         {b.manifest["batch_id"]: b.key for b in found}, settings)
+                         {b.manifest["batch_id"]: b.key for b in found}, settings, now=started)
+
+
+def calibration_owed(store, qrels: Qrels) -> bool:
+    """Whether labels were imported after the newest fit, or none was made yet."""
+    imported = qrels.newest_import()
+    fits = Calibrations(store).newest()
+    return imported is not None and (not fits or max(f.fitted_at for f in fits) < imported)
+
+
+def recalibrate(store, queue: Queue, qrels: Qrels, group_id: str, settings) -> tuple[list, str | None]:
+    """After an import: the fits, if calibration was owed, and why fitting
+    failed, if it did. A failure is returned, not raised: the import has
+    committed, and the calibration stays owed."""
+    try:
+        return (calibrate(store, queue, qrels, group_id, settings) if calibration_owed(store, qrels) else []), None
+    except (ExportError, StoreError) as exc:
+        return [], str(exc)
