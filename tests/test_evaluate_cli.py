@@ -124,7 +124,12 @@ def test_duplicates_are_refused_by_name_or_kept(tmp_path, capsys):
     ("qrels", "q1 0 d1 2\n\nq1 0 d2 high\n", "line 3: relevance 'high' is not an integer"),
     ("qrels", "q1 0 d1 2\nq1 0 d1 3\n", "line 2: doc 'd1' of query 'q1' is judged twice"),
     ("qrels", '{"q1": {"d1": 2,\n "d2": 3,,}}', "line 2: not JSON: Expecting property name enclosed in double quotes"),
-    ("qrels", '{"q1": {"d1": "2"}}', "query 'q1': grade of 'd1' is not a number: '2'"),
+    ("qrels", '{"q1": {"d1": "2"}}', "query 'q1': grade of 'd1' is not a finite number: '2'"),
+    ("qrels", '{"q1": {"d1": NaN}}', "NaN is not a finite number"),
+    ("qrels", '{"q1": {"d1": 1e999}}', "'1e999' is too large: not a finite number"),
+    ("qrels", "q1 0 d1 \u0663\n", "line 1: relevance '\u0663' is not an integer"),
+    ("run", "q1 Q0 d1 1 \u0663 t\n", "line 1: score '\u0663' is not a finite number"),
+    ("run", "q1 Q0 d1 1 -inf t\n", "line 1: score '-inf' is not a finite number"),
     ("qrels", '{"q1": {"d1": 2, "d1": 3}}', "key 'd1' appears twice in one object"),
     ("qrels", "\n\n", "empty: no qrels or run lines"),
     ("run", "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 high t\n", "line 2: score 'high' is not a finite number"),
@@ -139,9 +144,25 @@ def test_bad_input_is_one_line_naming_file_and_line(tmp_path, capsys, which, tex
     assert one_line_error(err) == f"ragdrift: error: {files[which]}: {message}"
 
 
-@pytest.mark.parametrize("args", [["qrels", "run", "0"], ["missing.json", "run", "3"], ["qrels", "run", "three"]])
+@pytest.mark.parametrize("args", [["qrels", "run", "0"], ["missing.json", "run", "3"], ["qrels", "run", "three"],
+                                  ["qrels", "run", "3", "--relevance-threshold", "nan"],
+                                  ["qrels", "run", "3", "--relevance-threshold=-inf"]])
 def test_usage_errors(tmp_path, capsys, args):
     names = {"qrels": write(tmp_path / "q.txt", "q1 0 d1 2\n"), "run": write(tmp_path / "r.txt", "q1 Q0 d1 1 1 t\n")}
     status, _, err = run(capsys, "evaluate", *(names.get(a, a) for a in args))
     assert status == 2
-    assert len(err.strip().splitlines()) == 1 and ("K" in err or "missing.json" in err), err
+    assert len(err.strip().splitlines()) == 1 and ("K" in err or "missing.json" in err or "finite" in err), err
+
+
+@pytest.mark.parametrize("form", ["trec", "json"])
+def test_a_byte_order_mark_is_not_part_of_the_first_query(tmp_path, capsys, form):
+    """Saved by a spreadsheet or Notepad, both files start with U+FEFF; the first query must still be q1."""
+    if form == "trec":
+        qrels = write(tmp_path / "qrels.txt", "\ufeffq1 0 d1 2\nq2 0 d1 2\n")
+        ranked = write(tmp_path / "run.txt", "\ufeffq1 Q0 d1 1 0.9 t\nq2 Q0 d1 1 0.9 t\n")
+    else:
+        qrels = write(tmp_path / "qrels.json", "\ufeff" + json.dumps({"q1": {"d1": 2}, "q2": {"d1": 2}}))
+        ranked = write(tmp_path / "run.json", "\ufeff" + json.dumps({"q1": ["d1"], "q2": ["d1"]}))
+    for policy in ("seed", "trec"):
+        out = evaluate(capsys, qrels, ranked, "1", "--policy", policy)
+        assert set(out["perQuery"]) == {"q1", "q2"} and out["macro"]["precision"] == 1.0, out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from agent.cli.common import UsageError
@@ -22,7 +23,7 @@ def add_parser(commands) -> None:
     evaluate.add_argument("--policy", choices=("seed", "trec"), default="seed",
                           help="seed: the seed document's script (grade >= 2, precision over the returned count); "
                                "trec: trec_eval (grade >= 1, P@k over k, linear gain)")
-    evaluate.add_argument("--relevance-threshold", type=float, metavar="G", help="a grade at least G is relevant")
+    evaluate.add_argument("--relevance-threshold", type=_finite, metavar="G", help="a grade at least G is relevant")
     evaluate.add_argument("--gain", choices=("exp", "linear"), help="nDCG gain: 2^g - 1 or g (default: the policy's)")
     evaluate.add_argument("--duplicates", choices=("reject", "keep"), default="reject",
                           help="a doc id repeated in one query's ranking: refuse the run (default) or count it again")
@@ -60,8 +61,19 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _finite(text: str) -> float:
+    """A number argument: NaN or Infinity would make every comparison false and the results silently wrong."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
 def _read(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")  # a byte order mark is not part of the first query id
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None

@@ -402,7 +402,7 @@ def test_a_column_read_twice_refuses_the_csv():
     ("f.jsonl", jsonl({"item": I1, "chunk": f"{I1}-1", "judge": "ana", "grade": 2.0}), "grade 2.0 is not one of"),
     ("f.jsonl", f'{{"item": "{I1}", "chunk": "{I1}-1", "judge": "ana", "grade": NaN}}\n', "not JSON: NaN is not"),
     ("f.jsonl", f'{{"item": "{I1}", "chunk": "{I1}-1", "judge": "ana", "grade": -Infinity}}\n', "not JSON: -Infinity"),
-    ("f.jsonl", f'{{"item": "{I1}", "chunk": "{I1}-1", "judge": "ana", "grade": 1e400}}\n', "not JSON: a number"),
+    ("f.jsonl", f'{{"item": "{I1}", "chunk": "{I1}-1", "judge": "ana", "grade": 1e400}}\n', "not JSON: '1e400' is too"),
     ("f.csv", f"item,chunk,judge,grade\n{I1},{I1}-1,ana,\u00b2\n", "grade (column 4) '\u00b2' is not one of"),
     ("f.csv", f"item,chunk,judge,grade\n{I1},{I1}-1,ana,{'9' * 5000}\n", "grade (column 4) (a text of 5000"),
     ("f.csv", f"item,chunk,judge,grade\n{I1},{I1}-1,ana,nan\n", "grade (column 4) 'nan' is not one of"),

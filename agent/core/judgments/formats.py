@@ -6,16 +6,20 @@
   `qid Q0 docno rank score tag`, ordered as trec_eval orders them: by score,
   highest first, ties by docno in reverse (the rank column is ignored).
 
-A text whose first character (after blanks) is `{` is JSON. Every problem is a
-`FormatError` with the line it is on (for JSON, the query it is under): a
-repeated judgment or query, a grade or score that is not a number, and, when
-duplicates are rejected, a doc id repeated in one query's ranking.
+A byte order mark at the start is not part of the text. A text whose first
+character (after blanks) is `{` is JSON. Every problem is a `FormatError`
+with the line it is on (for JSON, the query it is under): a repeated
+judgment, query or JSON key, a grade or score that is not a finite number
+(NaN and Infinity included), a TREC relevance that is not ASCII digits, and,
+when duplicates are rejected, a doc id repeated in one query's ranking.
 """
 
 from __future__ import annotations
 
 import json
 import math
+
+from agent.core.judgments.untrusted import integer, loads, shown
 
 
 class FormatError(ValueError):
@@ -28,6 +32,7 @@ class FormatError(ValueError):
 
 
 def parse_qrels(text: str) -> dict[str, dict[str, float]]:
+    text = text.removeprefix("\ufeff")
     if _is_json(text):
         data = _json(text)
         if not all(isinstance(docs, dict) for docs in data.values()):
@@ -35,15 +40,14 @@ def parse_qrels(text: str) -> dict[str, dict[str, float]]:
         for query, docs in data.items():
             for doc, grade in docs.items():
                 if not _number(grade):
-                    raise FormatError(None, f"query {query!r}: grade of {doc!r} is not a number: {grade!r}")
+                    raise FormatError(None, f"query {query!r}: grade of {doc!r} is not a finite number: {shown(grade)}")
         return data
     qrels: dict[str, dict[str, float]] = {}
     for n, fields in _lines(text, 4, "qid iter docno rel"):
         query, _, doc, rel = fields
-        try:
-            grade = int(rel)
-        except ValueError:
-            raise FormatError(n, f"relevance {rel!r} is not an integer") from None
+        grade = integer(rel)
+        if grade is None:
+            raise FormatError(n, f"relevance {shown(rel)} is not an integer")
         docs = qrels.setdefault(query, {})
         if doc in docs:
             raise FormatError(n, f"doc {doc!r} of query {query!r} is judged twice")
@@ -52,6 +56,7 @@ def parse_qrels(text: str) -> dict[str, dict[str, float]]:
 
 
 def parse_run(text: str, reject_duplicates: bool) -> dict[str, list[str]]:
+    text = text.removeprefix("\ufeff")
     if _is_json(text):
         data = _json(text)
         for query, ranked in data.items():
@@ -67,11 +72,11 @@ def parse_run(text: str, reject_duplicates: bool) -> dict[str, list[str]]:
     for n, fields in _lines(text, 6, "qid Q0 docno rank score tag"):
         query, _, doc, _, score, _ = fields
         try:
-            value = float(score)
+            value = float(score) if score.isascii() else math.nan
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            raise FormatError(n, f"score {score!r} is not a finite number")
+            raise FormatError(n, f"score {shown(score)} is not a finite number")
         if reject_duplicates and (query, doc) in seen:
             raise FormatError(n, f"duplicate doc id {doc!r} for query {query!r} (first on line {seen[query, doc]})")
         seen.setdefault((query, doc), n)
@@ -84,17 +89,12 @@ def _is_json(text: str) -> bool:
 
 
 def _json(text: str) -> dict:
-    def unique(pairs):
-        keys = [key for key, _ in pairs]
-        repeated = _first_repeat(keys)
-        if repeated is not None:
-            raise FormatError(None, f"key {repeated!r} appears twice in one object")
-        return dict(pairs)
-
     try:
-        return json.loads(text, object_pairs_hook=unique)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise FormatError(exc.lineno, f"not JSON: {exc.msg}") from None
+    except ValueError as exc:  # a repeated key, a non-finite number
+        raise FormatError(None, str(exc)) from None
 
 
 def _lines(text: str, width: int, layout: str):

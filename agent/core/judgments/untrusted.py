@@ -44,7 +44,7 @@ def _constant(name: str):
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"a number of {len(text)} characters is not a finite float")
+        raise ValueError(f"{shown(text)} is too large: not a finite number")
     return value
 
 
