@@ -410,6 +410,8 @@ def test_a_column_read_twice_refuses_the_csv():
     ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5, result(0, "2.0")))]), "grade '2.0' is not one of"),
     ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5, [{"from_name": "grade_\u00b2",
                                                                "value": {"choices": ["1"]}}]))]), "about no chunk"),
+    ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5, [{"from_name": "grade_" + "9" * 5000,
+                                                               "value": {"choices": ["1"]}}]))]), "about no chunk"),
     ("f.json", json.dumps([task(1, I1, 1) | {"annotations": 5}]), "annotations 5 is not a list"),
     ("f.json", json.dumps([task(1, I1, 1) | {"annotations": {"id": 1}}]), "annotations (an object of 1 keys) is"),
     ("f.json", json.dumps([task(1, I1, 1, annotation(1, 5) | {"result": 7})]), "result 7 is not a list"),

@@ -218,7 +218,8 @@ class Reader:
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             reasons.append(f"{name('tags')} {shown(tags)} are not a list of tags")
         elif unknown := sorted(set(tags) - set(TAGS)):
-            reasons.append(f"{name('tags')}: unknown tag(s) {', '.join(map(shown, unknown))} (known: {', '.join(TAGS)})")
+            reasons.append(f"{name('tags')}: unknown tag(s) {', '.join(map(shown, unknown))} "
+                           f"(known: {', '.join(TAGS)})")
         if group is not None and not (isinstance(group, str) and _GROUP.match(group)):
             reasons.append(f"{name('evidence_group')} {shown(group)}: 1-16 letters, digits, _ or -")
         if reasons:
@@ -285,7 +286,8 @@ class Reader:
                     continue
                 row = dict(zip(header, cells))
                 grade = row["grade"].strip()
-                self.add(n, "", row["item"].strip(), row["chunk"].strip(), row["judge"], grade_of(grade) if grade else None,
+                self.add(n, "", row["item"].strip(), row["chunk"].strip(), row["judge"],
+                         grade_of(grade) if grade else None,
                          [t.strip() for t in row.get("tags", "").split(";") if t.strip()],
                          row.get("evidence_group", "").strip() or None)
         except csv.Error as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.core.judgments.untrusted import chunk_place, grade_of, shown
+from agent.core.judgments.untrusted import chunk_place, grade_of, integer, shown
 
 if TYPE_CHECKING:  # importing.py hands its reader in
     from agent.core.judgments.importing import Parsed, Reader
@@ -31,19 +31,18 @@ def read(reader: Reader, tasks: object) -> Parsed:
         if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
             reader.problem(n, "not a task of a ragdrift batch (no data.item and data.chunks)")
             continue
-        where = f"task id {shown(task.get('id'))}: "
+        task_id = f"task id {shown(task.get('id'))}"
         annotations = task.get("annotations") or []
         if not isinstance(annotations, list):
-            reader.problem(n, where + f"annotations {shown(annotations)} is not a list")
+            reader.problem(n, f"{task_id}: annotations {shown(annotations)} is not a list")
             continue
         for ann in annotations:
             if not isinstance(ann, dict):
-                reader.problem(n, where + f"annotation {shown(ann)} is not an object")
+                reader.problem(n, f"{task_id}: annotation {shown(ann)} is not an object")
             elif ann.get("was_cancelled"):
                 reader.skipped += 1  # the judge skipped the task
             else:
-                _annotation(reader, n, f"task id {shown(task.get('id'))}, annotation {shown(ann.get('id'))}: ",
-                            data.get("item"), chunks, ann)
+                _annotation(reader, n, f"{task_id}, annotation {shown(ann.get('id'))}: ", data.get("item"), chunks, ann)
     return reader.done()
 
 
@@ -61,13 +60,14 @@ def _annotation(reader: Reader, n: int, where: str, item, chunks: list[dict], an
         r = r if isinstance(r, dict) else {}
         name, value = r.get("from_name"), r.get("value")
         kind, _, index = name.rpartition("_") if isinstance(name, str) else ("", "", "")
+        position = integer(index) if index.isdigit() else None  # ASCII digits only, and not too many
         choices = value.get("choices") if isinstance(value, dict) else None
-        if kind not in _CONTROLS or not (index.isascii() and index.isdigit()) or int(index) >= len(chunks):
+        if kind not in _CONTROLS or position is None or position >= len(chunks):
             reader.problem(n, where + f"result {shown(name)} is about no chunk of the task")
         elif not isinstance(choices, list):
             reader.problem(n, where + f"result {shown(name)}: no choices")
         else:
-            chosen[(kind, int(index))] = choices
+            chosen[(kind, position)] = choices
     for i, c in enumerate(chunks):
         grade = chosen.get(("grade", i))
         group = chosen.get(("group", i))

@@ -1,12 +1,14 @@
 """What judges' files and offline runs hold, read as hostile input.
 
-JSON is read strictly: `json.loads` keeps the last of a key repeated in one object, and reads NaN,
-Infinity and numbers too large for a float (1e400) as non-finite floats: a
-file would then say something other than what it holds, silently. Here each
-of those is a `ValueError` naming the key or the constant (never other
-values), and a syntax error stays a `json.JSONDecodeError` with its line.
-An integer is ASCII digits only (`int` and `str.isdigit` also take "²" and
-other scripts' digits), at most 18 of them. A value in a message is `shown`, never echoed whole.
+JSON is read strictly. `json.loads` keeps the last of a key repeated in one
+object, and reads NaN, Infinity and numbers too large for a float (1e400) as
+non-finite floats: a file would then say something other than what it
+holds, silently. Here each of those is a `ValueError` naming the key or the
+number, and a syntax error stays a `json.JSONDecodeError` with its line.
+An integer is 1-18 ASCII digits (`int` and `str.isdigit` also take "²" and
+other scripts' digits, and `int` fails on thousands of them). A value in a
+message is `shown`: as it is only when it is a short token, so that a text
+in a wrong column or field is never echoed.
 """
 
 from __future__ import annotations
