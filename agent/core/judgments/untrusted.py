@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
-_ID_MAX = 96  # the store's chunk column; blinded ids are about 25 characters
+_BLANK = re.compile(r"\s")
+_ID = re.compile(r"\S{1,96}\Z")  # at most the store's chunk column; blinded ids are about 25 characters
 
 
 def loads(text: str):
     """The JSON value of `text`; a repeated key or a non-finite number is a ValueError."""
-    return json.loads(text, object_pairs_hook=_unique, parse_constant=_constant, parse_float=_finite)
+    return _DECODER.decode(text)
 
 
 def integer(text: str) -> int | None:
@@ -31,11 +33,11 @@ def integer(text: str) -> int | None:
 
 
 def _unique(pairs: list[tuple[str, object]]) -> dict:
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {shown(key)} appears twice in one object")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        keys = [key for key, _ in pairs]
+        repeated = next(key for i, key in enumerate(keys) if key in keys[:i])
+        raise ValueError(f"key {shown(repeated)} appears twice in one object")
     return out
 
 
@@ -50,6 +52,9 @@ def _finite(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant, parse_float=_finite)
+
+
 def shown(value, limit: int = 40) -> str:
     """A value as a message shows it: a short token (no blank, printable) as
     its repr; anything else, such as text in a wrong column, by its kind and
@@ -60,7 +65,7 @@ def shown(value, limit: int = 40) -> str:
         text = repr(value)
         return text if len(text) <= limit else f"(a number of {len(text)} characters)"
     if isinstance(value, str):
-        if len(value) <= limit and value.isprintable() and not any(c.isspace() for c in value):
+        if len(value) <= limit and value.isprintable() and not _BLANK.search(value):
             return repr(value)
         return f"(a text of {len(value)} characters)"
     if isinstance(value, list):
@@ -72,7 +77,7 @@ def shown(value, limit: int = 40) -> str:
 
 def is_id(value) -> bool:
     """An item or chunk id a message may show: a printable token without blanks."""
-    return isinstance(value, str) and value != "" and shown(value, _ID_MAX) == repr(value)
+    return isinstance(value, str) and _ID.match(value) is not None and value.isprintable()
 
 
 def chunk_place(chunk, index: int) -> str:
