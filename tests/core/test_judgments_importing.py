@@ -431,3 +431,37 @@ def test_wrong_numbers_and_types_are_problems_not_exceptions(file, text, reason)
 @pytest.mark.parametrize("text", ["", "\ufeff", " \n\r\n\t"])
 def test_an_empty_file_is_refused_whatever_its_format(file, text):
     assert refused(file, text) == [(1, "the file is empty")]
+
+
+WRONG = (None, True, 5, 7.5, "x", "\u00b2", [], [5], {}, {"id": 5})  # each of another type than most places hold
+
+
+def paths(value, prefix=()):
+    """Every place in a decoded JSON value: the path to it, as keys and indexes."""
+    yield prefix
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from paths(child, (*prefix, key))
+
+
+def replaced(value, path, new):
+    if not path:
+        return new
+    head, *rest = path
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[head] = replaced(value[head], rest, new)
+    return copy
+
+
+def test_a_value_of_any_type_anywhere_in_an_export_is_a_problem_never_an_exception():
+    """Every place of a good export, each replaced by each wrong value: a problem of a task, or
+    still good labels (a value that is ignored there), never an exception."""
+    refusals = 0
+    for path in paths(EXPORT):
+        for value in WRONG:
+            try:
+                checked([parse_label_studio("export", replaced(EXPORT, path, value))], KEYS)
+            except Refused as exc:
+                refusals += 1
+                assert all(1 <= p.line <= len(EXPORT) and p.unit == "task" for p in exc.problems)
+    assert refusals > 500
