@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from agent.cli.common import UsageError
+from agent.core.judgments.untrusted import shown
 
 
 def add_parser(commands) -> None:
@@ -68,7 +69,7 @@ def _finite(text: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a finite number: {shown(text)}")
     return value
 
 

@@ -40,7 +40,8 @@ def parse_qrels(text: str) -> dict[str, dict[str, float]]:
         for query, docs in data.items():
             for doc, grade in docs.items():
                 if not _number(grade):
-                    raise FormatError(None, f"query {query!r}: grade of {doc!r} is not a finite number: {shown(grade)}")
+                    raise FormatError(None, f"query {shown(query)}: grade of {shown(doc)} "
+                                            f"is not a finite number: {shown(grade)}")
         return data
     qrels: dict[str, dict[str, float]] = {}
     for n, fields in _lines(text, 4, "qid iter docno rel"):
@@ -50,7 +51,7 @@ def parse_qrels(text: str) -> dict[str, dict[str, float]]:
             raise FormatError(n, f"relevance {shown(rel)} is not an integer")
         docs = qrels.setdefault(query, {})
         if doc in docs:
-            raise FormatError(n, f"doc {doc!r} of query {query!r} is judged twice")
+            raise FormatError(n, f"doc {shown(doc)} of query {shown(query)} is judged twice")
         docs[doc] = grade
     return qrels
 
@@ -61,11 +62,11 @@ def parse_run(text: str, reject_duplicates: bool) -> dict[str, list[str]]:
         data = _json(text)
         for query, ranked in data.items():
             if not isinstance(ranked, list) or not all(isinstance(doc, str) for doc in ranked):
-                raise FormatError(None, f"query {query!r}: a run maps each query to a list of doc ids")
+                raise FormatError(None, f"query {shown(query)}: a run maps each query to a list of doc ids")
             if reject_duplicates:
                 repeated = _first_repeat(ranked)
                 if repeated is not None:
-                    raise FormatError(None, f"query {query!r}: duplicate doc id {repeated!r}")
+                    raise FormatError(None, f"query {shown(query)}: duplicate doc id {shown(repeated)}")
         return data
     scored: dict[str, list[tuple[float, str]]] = {}
     seen: dict[tuple[str, str], int] = {}
@@ -78,7 +79,8 @@ def parse_run(text: str, reject_duplicates: bool) -> dict[str, list[str]]:
         if not math.isfinite(value):
             raise FormatError(n, f"score {shown(score)} is not a finite number")
         if reject_duplicates and (query, doc) in seen:
-            raise FormatError(n, f"duplicate doc id {doc!r} for query {query!r} (first on line {seen[query, doc]})")
+            raise FormatError(n, f"duplicate doc id {shown(doc)} for query {shown(query)} "
+                                 f"(first on line {seen[query, doc]})")
         seen.setdefault((query, doc), n)
         scored.setdefault(query, []).append((value, doc))
     return {query: [doc for _, doc in sorted(docs, reverse=True)] for query, docs in scored.items()}
