@@ -20,10 +20,12 @@ from agent.io.label_studio import (
     TAGS,
     LabelStudio,
     LabelStudioError,
+    TooLarge,
     labeling_config,
     tasks,
     token_from,
 )
+from tests.hostile_http import HostileServer
 
 ITEMS = [
     {"item": "2026-W48-0001", "judges": 1,
@@ -138,6 +140,22 @@ def test_token_from_file_then_environment(tmp_path, monkeypatch):
         token_from(str(tmp_path / "missing"))
 
 
+@pytest.mark.parametrize("content", ["abc123\nsecond-line-secret\n", "abc123 second-line-secret", "abc\tsecond-line-secret",
+                                     "\u00e9second-line-secret", "\n \n"])
+def test_a_token_is_one_line_and_an_error_never_shows_it(tmp_path, monkeypatch, content):
+    path = tmp_path / "token"
+    path.write_text(content)
+    monkeypatch.setenv("LABEL_STUDIO_TOKEN", content)
+    for source in (str(path), None):
+        with pytest.raises(LabelStudioError) as info:
+            token_from(source)
+        assert "second-line-secret" not in str(info.value) and "abc" not in str(info.value)
+        assert (str(path) if source else "LABEL_STUDIO_TOKEN") in str(info.value)
+    path.write_bytes(b"\xffsecond-line-secret")
+    with pytest.raises(LabelStudioError, match="not UTF-8"):
+        token_from(str(path))
+
+
 class _Hostile:
     """A local server that answers every request with ``status`` and echoes
     the request's Authorization header and body: the worst case for leaks."""
@@ -191,9 +209,38 @@ def test_unreachable_server_is_a_clear_error():
     port = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     url = f"http://127.0.0.1:{port.server_address[1]}"
     port.server_close()  # nothing listens there now
-    with pytest.raises(LabelStudioError, match="no answer from") as info:
+    with pytest.raises(LabelStudioError, match="no answer: ") as info:
         LabelStudio(url, "secret-token-value").create_project("p", "<View/>")
     assert info.value.status is None and "secret-token-value" not in str(info.value)
+
+
+@pytest.mark.parametrize("away", ["host", "port"])
+def test_the_token_never_follows_a_redirect_to_another_origin(away):
+    token = "0123456789abcdef0123456789abcdef01234567"
+    with HostileServer() as elsewhere, HostileServer("redirect") as server:
+        target = f"http://localhost:{server.port}/landed" if away == "host" else f"{elsewhere.url}/landed"
+        server.options["to"] = target
+        with pytest.raises(LabelStudioError, match="another origin") as info:
+            LabelStudio(server.url, token).project(1)
+    assert target in str(info.value) and token not in str(info.value)
+    assert [auth for _, path, auth in server.requests + elsewhere.requests if path == "/landed"] == []
+
+
+@pytest.mark.parametrize(("behaviour", "options", "message"), [
+    ("trickle", {}, "no complete answer within 1 s"),
+    ("trickle_headers", {}, "no complete answer within 1 s"),
+    ("cut", {}, "cut off after 10 of 1000 bytes"),
+    ("cut_chunked", {}, "cut off"),
+    ("nested", {"depth": 100000}, "nested too deeply"),
+])
+def test_a_broken_answer_is_one_error_within_the_timeout(behaviour, options, message):
+    with HostileServer(behaviour, **options) as server, pytest.raises(LabelStudioError, match=message):
+        LabelStudio(server.url, "secret-token-value", timeout=1).export_annotations(1)
+
+
+def test_an_answer_above_the_bound_is_refused():
+    with HostileServer("big", bytes=10_000_000) as server, pytest.raises(TooLarge, match="limit of 1000000 bytes"):
+        LabelStudio(server.url, "secret-token-value", max_bytes=1_000_000).export_annotations(1)
 
 
 # -- a real Label Studio -------------------------------------------------------

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from agent import __version__
 from agent.cli import baseline, demo, evaluate, generate, judgment, judgments, replay, run
 from agent.cli.common import UsageError
+from agent.io.secrets import scrub
 
 __all__ = ["COMMAND_GROUPS", "UsageError", "build_parser", "main"]
 
@@ -27,10 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except UsageError as exc:
-        print(f"ragdrift: error: {exc}", file=sys.stderr)
+        print(f"ragdrift: error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: its traceback, with what looks like a credential masked
+        print(scrub("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
+        return 1
 
 
 def build_parser() -> argparse.ArgumentParser:

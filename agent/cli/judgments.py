@@ -40,6 +40,10 @@ def add_pull(actions) -> None:
     pull.add_argument("--project", required=True, type=int, metavar="ID", help="the project's id")
     pull.add_argument("--label-studio-token-file", metavar="FILE",
                       help="file holding the Label Studio API token (default: $LABEL_STUDIO_TOKEN)")
+    pull.add_argument("--timeout", type=_positive, default=60.0, metavar="SECONDS",
+                      help="time for the whole exchange with Label Studio, to the export's last byte (default: 60)")
+    pull.add_argument("--max-export-mb", type=_positive, default=100.0, metavar="MB",
+                      help="the largest export read, in megabytes; memory use is about five times it (default: 100)")
     _common(pull)
     pull.set_defaults(handler=pull_project)
 
@@ -72,14 +76,29 @@ def import_files(args: argparse.Namespace) -> int:
     return _import(args, parsed)
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number > 0: {text!r}")
+    return value
+
+
 def pull_project(args: argparse.Namespace) -> int:
     from agent.core.judgments.importing import parse_label_studio
-    from agent.io.label_studio import LabelStudio, LabelStudioError, token_from
+    from agent.io.label_studio import LabelStudio, LabelStudioError, TooLarge, token_from
 
     settings = settings_from(args.config)
     try:
         token = token_from(args.label_studio_token_file, settings.judgment.label_studio.token_env)
-        exported = LabelStudio(args.label_studio_url, token).export_annotations(args.project)
+        client = LabelStudio(args.label_studio_url, token, timeout=args.timeout, budget=args.timeout,
+                             max_bytes=int(args.max_export_mb * 1_000_000))
+        exported = client.export_annotations(args.project)
+    except TooLarge as exc:
+        raise UsageError(f"{exc}: pull again with a larger --max-export-mb (memory use is about five times "
+                         "the export's size)") from None
     except LabelStudioError as exc:
         raise UsageError(str(exc)) from None
     return _import(args, [parse_label_studio(f"label-studio project {args.project}", exported)], settings)

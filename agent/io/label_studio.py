@@ -12,22 +12,25 @@ Authentication: a legacy token (40 hex characters) is sent as
 ``Authorization: Token <token>``. A personal access token (a JWT refresh
 token, ``eyJ...``) is exchanged at ``/api/token/refresh/`` for a short-lived
 access token, sent as ``Authorization: Bearer <access>`` and renewed once on
-a 401. Tokens never appear in an error message.
+a 401. Tokens never appear in an error message, and never go to another
+origin: every call is one bounded request of agent/io/fetch.py (a total
+deadline, an answer size bound, redirects only within the configured origin).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from agent.core.judgments.labels import TAGS  # noqa: F401 - the tags of the labeling config, re-exported
+from agent.io.fetch import AnswerTooLarge, FetchError, fetch
+from agent.io.secrets import SecretError, one_line, redact_url
 
 GRADES = (("0", "irrelevant"), ("1", "marginally relevant"), ("2", "relevant"), ("3", "highly relevant"))
 EVIDENCE_GROUPS = ("A", "B", "C")
@@ -37,12 +40,19 @@ SCALE = ("Grade each retrieved chunk for its relevance to the query: "
          + " give them the same evidence group (optional).")
 
 
+MAX_ANSWER_BYTES = 100_000_000  # the default bound of one answer, an export above all
+
+
 class LabelStudioError(RuntimeError):
     """A failed call: ``status`` is the HTTP status (None when no answer came)."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class TooLarge(LabelStudioError):
+    """An answer above the client's ``max_bytes``."""
 
 
 def labeling_config(tags: Sequence[str]) -> str:
@@ -94,32 +104,45 @@ def tasks(items: Iterable[dict]) -> list[dict]:
 
 
 def token_from(file: str | None, env: str = "LABEL_STUDIO_TOKEN") -> str:
-    """The token from ``file`` (stripped) if given, else from environment ``env``."""
+    """The token from ``file`` if given, else from environment ``env``: one line
+    of printable ASCII, surrounding whitespace stripped. An error never shows it."""
     if file:
         try:
-            token = Path(file).read_text().strip()
+            raw: str | bytes = Path(file).read_bytes()
         except OSError as exc:
             raise LabelStudioError(f"cannot read Label Studio token file {file}: {exc.strerror}") from None
-        where = f"token file {file}"
+        where = f"Label Studio token file {file}"
     else:
-        token, where = os.environ.get(env, "").strip(), f"environment variable {env}"
-    if not token:
-        raise LabelStudioError(f"no Label Studio token: {where} is empty or unset")
+        raw, where = os.environ.get(env, ""), f"environment variable {env} (the Label Studio token)"
+    try:
+        token = one_line(raw, where)
+    except SecretError as exc:
+        raise LabelStudioError(str(exc)) from None
+    if not token.isascii() or " " in token:
+        raise LabelStudioError(f"{where} must hold one token: ASCII, without spaces")
     return token
 
 
 class LabelStudio:
-    """A thin REST client: ``LabelStudio("http://host:8080", token)``."""
+    """A thin REST client: ``LabelStudio("http://host:8080", token)``.
 
-    def __init__(self, url: str, token: str, timeout: float = 60.0) -> None:
+    ``timeout`` bounds each request from its start to its last byte; ``budget``,
+    when given, bounds every request of the client together (a command's
+    deadline); ``max_bytes`` bounds each answer.
+    """
+
+    def __init__(self, url: str, token: str, timeout: float = 60.0, budget: float | None = None,
+                 max_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.max_bytes = max_bytes
+        self._deadline = None if budget is None else time.monotonic() + budget
         self._token = token
         self._pat = token.count(".") == 2 and token.startswith("eyJ")
         self._access: str | None = None
 
     def __repr__(self) -> str:
-        return f"LabelStudio({self.url!r})"
+        return f"LabelStudio({redact_url(self.url)!r})"
 
     def create_project(self, title: str, config: str) -> int:
         return int(self._call("POST", "/api/projects/", {"title": title, "label_config": config})["id"])
@@ -186,21 +209,27 @@ class LabelStudio:
         if auth:
             headers["Authorization"] = auth
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, headers=headers, method=method)
         what = f"Label Studio {method} {path}"
+        timeout = self.timeout
+        if self._deadline is not None:
+            timeout = min(timeout, self._deadline - time.monotonic())
+            if timeout <= 0:
+                raise LabelStudioError(f"{what}: not sent, the command's time is up")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - configured URL
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raise LabelStudioError(self._clean(f"{what}: HTTP {exc.code}: {_server_message(exc.read())}"),
-                                   exc.code) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise LabelStudioError(self._clean(f"{what}: no answer from {self.url}: {reason}")) from None
+            raw = fetch(url, method=method, data=data, headers=headers, timeout=timeout, max_bytes=self.max_bytes)
+        except FetchError as exc:
+            if exc.status is not None and exc.status >= 400:
+                message = f"{what}: {exc}: {_server_message(exc.body)}"
+            else:
+                message = f"{what} at {redact_url(self.url)}: {exc}"
+            error = TooLarge if isinstance(exc, AnswerTooLarge) else LabelStudioError
+            raise error(self._clean(message), exc.status) from None
         try:
             return json.loads(raw) if raw else {}
+        except RecursionError:
+            raise LabelStudioError(f"{what}: answer is JSON nested too deeply to read") from None
         except ValueError:
-            raise LabelStudioError(self._clean(f"{what}: answer is not JSON: {raw!r}")) from None
+            raise LabelStudioError(self._clean(f"{what}: answer is not JSON: {bytes(raw[:200])!r}")) from None
 
     def _clean(self, message: str, limit: int = 600) -> str:
         """Tokens out first, then cut to ``limit``: a cut never leaves part of one."""
@@ -214,7 +243,7 @@ def _server_message(raw: bytes) -> str:
     """The server's own words: ``detail``/validation errors of a JSON body, else the text."""
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw.decode("utf-8", "replace").strip() or "(empty body)"
     if isinstance(body, dict):
         parts = [str(body[k]) for k in ("detail", "validation_errors") if body.get(k)]

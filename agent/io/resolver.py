@@ -11,15 +11,24 @@ the store, metrics or logs. Three kinds, chosen by `judgment.resolver.kind`:
 - `http`: the same request POSTed as JSON to a URL, the same answer back.
 
 An id the resolver does not know stays without text, and the item keeps its id.
+`timeout` bounds the whole call: a command's process group is killed when it
+passes (its children too), and an http request is one bounded request of
+agent/io/fetch.py (redirects only within the URL's origin, a user and
+password in the URL sent as Basic credentials). Errors show the URL with its
+credentials masked.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agent.io.fetch import FetchError, fetch
+from agent.io.secrets import redact_url
 
 
 class ResolverError(RuntimeError):
@@ -41,21 +50,48 @@ def resolve(kind: str, queries: list[str], chunks: list[str], *, path: str | Non
         return _from_file(Path(path), set(queries), set(chunks))
     request = json.dumps({"queries": sorted(set(queries)), "chunks": sorted(set(chunks))}).encode()
     if kind == "command":
-        try:
-            done = subprocess.run(command, input=request, capture_output=True, timeout=timeout, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ResolverError(f"resolver command {command[0]!r} failed: {exc.__class__.__name__}") from None
-        if done.returncode != 0:
-            raise ResolverError(f"resolver command {command[0]!r} exited with {done.returncode}")
-        return _answer(done.stdout, f"resolver command {command[0]!r}")
+        return _from_command(command, request, timeout)
     if kind == "http":
-        post = urllib.request.Request(url, data=request, headers={"Content-Type": "application/json"}, method="POST")
+        who = f"resolver {redact_url(url)}"
         try:
-            with urllib.request.urlopen(post, timeout=timeout) as response:
-                return _answer(response.read(), f"resolver {url}")
-        except OSError as exc:
-            raise ResolverError(f"resolver {url} failed: {exc}") from None
+            body = fetch(url, method="POST", data=request, headers={"Content-Type": "application/json"},
+                         timeout=timeout)
+        except FetchError as exc:
+            raise ResolverError(f"{who} failed: {exc}") from None
+        return _answer(body, who)
     raise ResolverError(f"unknown resolver kind {kind!r}")
+
+
+def _from_command(command: list[str], request: bytes, timeout: float) -> Texts:
+    """Run the command in a process group of its own, killed whole when it times out or is done.
+
+    Its answer ends when its stdout closes: a child it leaves running with
+    stdout open holds the call until the timeout. Its stderr is discarded (it
+    may quote text)."""
+    who = f"resolver command {command[0]!r}"
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+    except OSError as exc:
+        raise ResolverError(f"{who} failed: {exc.__class__.__name__}") from None
+    try:
+        out, _ = child.communicate(request, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ResolverError(f"{who} failed: no answer within {timeout:g} s") from None
+    finally:
+        _kill_group(child)
+    if child.returncode != 0:
+        raise ResolverError(f"{who} exited with {child.returncode}")
+    return _answer(out, who)
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """Kill whatever the command left running (its group outlives it), then reap it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group is gone already
+    child.communicate()
 
 
 def _from_file(path: Path, queries: set[str], chunks: set[str]) -> Texts:
@@ -84,5 +120,5 @@ def _answer(body: bytes, who: str) -> Texts:
         doc = json.loads(body)
         return Texts({str(k): str(v) for k, v in doc.get("queries", {}).items()},
                      {str(k): str(v) for k, v in doc.get("chunks", {}).items()})
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         raise ResolverError(f"{who} did not answer with the resolver's JSON") from None

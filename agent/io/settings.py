@@ -4,7 +4,9 @@ Every key is validated at start-up, and an error names the bad key by its
 dotted path. Environment variables address nested keys with a double
 underscore: `RAGDRIFT_KAFKA__BOOTSTRAP_SERVERS=broker:9092`. Secrets never sit
 in the file: any `kafka.client` key may instead be given as `<key>_file`
-(a path whose content is read) or through the environment.
+(a path whose content, one line, is read) or through the environment. No
+error, repr or printout shows a secret: the value of a key named like one
+(agent/io/secrets.py), the salt, or the credentials of a URL.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.io.drift_settings import DriftSettings, check_drift
 from agent.io.judgment_settings import JudgmentSettings, check_judgment
 from agent.io.kafka_options import check_options
+from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_name
 
 ENV_PREFIX = "RAGDRIFT_"
 
@@ -98,7 +101,7 @@ class LogSettings:
     level: str = "INFO"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Settings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -112,10 +115,16 @@ class Settings:
         """The settings as plain data with secrets masked, for printing."""
         doc = dataclasses.asdict(self)
         for section in ("client", "consumer", "producer"):
-            doc["kafka"][section] = {k: ("***" if _secret_key(k) else v) for k, v in doc["kafka"][section].items()}
-        doc["judgment"]["salt"] = "***" if self.judgment.salt else ""
-        doc["store"]["url"] = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", doc["store"]["url"])
+            doc["kafka"][section] = {k: (MASK if secret_name(k) else v) for k, v in doc["kafka"][section].items()}
+        doc["judgment"]["salt"] = MASK if self.judgment.salt else ""
+        doc["store"]["url"] = redact_url(self.store.url)
+        for section in ("resolver", "label_studio"):
+            if doc["judgment"][section]["url"]:
+                doc["judgment"][section]["url"] = redact_url(doc["judgment"][section]["url"])
         return doc
+
+    def __repr__(self) -> str:
+        return f"Settings({self.redacted()!r})"
 
     def core(self) -> CoreConfig:
         """The slice of the settings the pure core sees."""
@@ -192,7 +201,7 @@ def _from_env(text: _EnvText, hint: Any, where: str) -> Any:
 
 
 def _secret_key(key: str) -> bool:
-    return any(word in key.rsplit(".", 1)[-1] for word in ("password", "secret", "token", "key"))
+    return secret_name(key.rsplit(".", 1)[-1])
 
 
 def _read_secret_files(client: dict) -> None:
@@ -201,9 +210,11 @@ def _read_secret_files(client: dict) -> None:
     for key in [k for k in client if k.endswith("_file")]:
         target = key[: -len("_file")]
         try:
-            client[target] = Path(client.pop(key)).read_text().strip()
+            client[target] = one_line(Path(client.pop(key)).read_bytes(), "the secret file")
         except OSError as exc:
             raise ConfigError(f"kafka.client.{key}: cannot read secret file: {exc.strerror}") from None
+        except SecretError as exc:
+            raise ConfigError(f"kafka.client.{key}: {exc}") from None
 
 
 def _build(cls: type, raw: Any, where: str):
@@ -246,8 +257,20 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
-        raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {value!r}")
+        shown = "" if _secret_key(where) else f" {value!r}"
+        raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__}{shown}"
+                          + (" (quote it in YAML)" if hint is str else ""))
     return value
+
+
+def _encoded_credentials(url: str) -> bool:
+    """Whether the URL's userinfo is unambiguous: one "@", no "/" before it.
+
+    SQLAlchemy would take the rest of a password with a raw "@" for the host
+    and show it in its errors."""
+    before_query = url.partition("://")[2].partition("?")[0]
+    userinfo, at, _ = before_query.rpartition("@")
+    return not at or ("@" not in userinfo and "/" not in userinfo)
 
 
 def _check(s: Settings) -> None:
@@ -269,6 +292,8 @@ def _check(s: Settings) -> None:
     check_options(s.kafka.client, s.kafka.consumer, s.kafka.producer, need)
     need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")
     need(s.store.url.split(":", 1)[0].split("+")[0] in ("sqlite", "postgresql"), "store.url", "must be sqlite:///... or postgresql://...")
+    need(_encoded_credentials(s.store.url), "store.url",
+         'a "@", "/" or "?" in its password must be percent-encoded (%40, %2F, %3F)')
     need(0 <= s.metrics.port < 65536, "metrics.port", "must be a TCP port (0 picks a free one)")
     need(s.metrics.top_n >= 1, "metrics.top_n", "must be >= 1")
     need(s.metrics.snapshot_interval_seconds > 0, "metrics.snapshot_interval_seconds", "must be > 0")

@@ -44,6 +44,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from agent.io.secrets import redact_url
+
 Joined = Callable[[Connection], None]  # writes its rows inside a checkpoint's transaction
 
 
@@ -119,7 +121,7 @@ class Store:
                     conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
                 self.metadata.create_all(conn)
                 self._upgrade(conn)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, ValueError) as exc:  # ValueError: a URL SQLAlchemy cannot parse (a port not a number)
             raise StoreError(f"cannot open store {self.engine_url()}: {exc.__class__.__name__}") from exc
         self.postgres = postgres
         self.insert = postgresql.insert if postgres else sqlite.insert  # with on_conflict_* on either
@@ -150,8 +152,8 @@ class Store:
             raise StoreError(f"cannot read {self.engine_url()}: {exc.__class__.__name__}") from exc
 
     def engine_url(self) -> str:
-        """The URL with any password hidden, for logs."""
-        return self.url.split("@", 1)[-1] if "@" in self.url else self.url
+        """The URL with its credentials masked, for messages and logs."""
+        return redact_url(self.url)
 
     def save(self, group_id: str, checkpoints: list[Checkpoint], joined: Iterable[Joined] = ()) -> None:
         """Write all checkpoints, and whatever `joined` writes, in one transaction."""

@@ -1,0 +1,91 @@
+"""One bounded HTTP request against a hostile server: credentials stay within
+their origin, a trickle meets the deadline, a cut or an oversized answer is
+an error, never a short or endless body."""
+
+from __future__ import annotations
+
+import base64
+import traceback
+
+import pytest
+
+from agent.io.fetch import AnswerTooLarge, FetchError, fetch
+from tests.hostile_http import HostileServer
+
+TOKEN = "Token s3cr3t-t0ken-value-0123456789"
+
+
+def shown(exc: BaseException) -> str:
+    """What a traceback of `exc` prints of it and the exceptions chained to it (not the source lines)."""
+    text = ""
+    while exc is not None:
+        text += "".join(traceback.format_exception_only(exc)) + repr(exc.args)
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    return text
+
+
+def test_a_redirect_within_the_origin_is_followed_with_its_credentials():
+    with HostileServer("redirect", to="/landed") as server:
+        body = fetch(f"{server.url}/x", headers={"Authorization": TOKEN}, timeout=5)
+    assert body == b'{"queries": {}, "chunks": {}}'
+    assert server.requests == [("GET", "/x", TOKEN), ("GET", "/landed", TOKEN)]
+
+
+@pytest.mark.parametrize("other", ["host", "port"])
+def test_a_redirect_to_another_origin_is_an_error_naming_it_and_sends_nothing_there(other):
+    with HostileServer("redirect") as server, HostileServer() as elsewhere:
+        # another host: the same server under another name, another origin all the same
+        away = f"http://localhost:{server.port}" if other == "host" else elsewhere.url
+        server.options["to"] = f"{away}/landed?token=leaked-query-token"
+        with pytest.raises(FetchError) as info:
+            fetch(f"{server.url}/x", headers={"Authorization": TOKEN}, timeout=5)
+    message = str(info.value)
+    assert "another origin" in message and f"{away}/landed" in message and info.value.status == 302
+    assert "leaked-query-token" not in message
+    assert server.requests == [("GET", "/x", TOKEN)] and elsewhere.requests == []
+
+
+def test_a_redirect_from_https_to_http_is_another_origin_too():
+    from agent.io.fetch import origin
+
+    assert origin("https://ls.example:443/x") == origin("https://LS.example/y")
+    assert origin("https://ls.example/x") != origin("http://ls.example/x")
+    assert origin("http://ls.example/x") != origin("http://ls.example:8080/x")
+
+
+@pytest.mark.parametrize("behaviour", ["trickle", "trickle_headers"])
+def test_a_trickling_server_meets_the_total_deadline(behaviour):
+    with HostileServer(behaviour) as server, pytest.raises(FetchError, match=r"no complete answer within 1 s"):
+        fetch(server.url, timeout=1)  # each byte comes well within 1 s
+
+
+@pytest.mark.parametrize("behaviour", ["cut", "cut_chunked"])
+def test_an_answer_cut_off_is_an_error(behaviour):
+    with HostileServer(behaviour) as server, pytest.raises(FetchError, match="cut off"):
+        fetch(server.url, timeout=5)
+
+
+@pytest.mark.parametrize(("behaviour", "options"), [("big", {"bytes": 3000000}), ("json", {"body": "1" * 2000})])
+def test_an_answer_above_the_bound_is_an_error(behaviour, options):
+    with HostileServer(behaviour, **options) as server:
+        with pytest.raises(AnswerTooLarge, match="larger than the limit of 1000 bytes"):
+            fetch(server.url, timeout=5, max_bytes=1000)
+
+
+def test_a_user_and_password_in_the_url_are_basic_credentials_and_never_shown():
+    with HostileServer("status", code=500) as server:
+        url = server.url.replace("http://", "http://judge:pa%40ss-w0rd-value@")
+        with pytest.raises(FetchError) as info:
+            fetch(url + "/x?token=token-in-query-value", timeout=5)
+    assert server.requests[0][2] == "Basic " + base64.b64encode(b"judge:pa@ss-w0rd-value").decode()
+    assert info.value.status == 500 and info.value.body == b'{"detail": "refused"}'
+    assert "pa@ss-w0rd-value" not in shown(info.value) and "pa%40ss" not in shown(info.value)
+    assert "token-in-query-value" not in shown(info.value)
+
+
+def test_an_unreachable_server_is_an_error_without_the_urls_secrets():
+    with HostileServer() as server:
+        url = server.url
+    with pytest.raises(FetchError, match="no answer") as info:
+        fetch(url.replace("http://", "http://u:hidden-pw-value@") + "/?token=hidden-token-value", timeout=2)
+    assert "hidden" not in shown(info.value)

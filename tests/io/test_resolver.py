@@ -1,0 +1,93 @@
+"""The resolver against hostile peers: credentials stay within the
+configured origin and out of messages, `timeout` bounds the whole call, and
+a command's children end with it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from agent.io.resolver import ResolverError, resolve
+from tests.hostile_http import HostileServer
+
+PASSWORD, TOKEN = "resolver-pass-value", "resolver-token-value"
+
+
+def with_credentials(url: str) -> str:
+    return url.replace("http://", f"http://ragdrift:{PASSWORD}@") + f"/resolve?token={TOKEN}"
+
+
+@pytest.mark.parametrize("away", ["host", "port"])
+def test_a_redirect_to_another_origin_is_an_error_naming_it(away):
+    with HostileServer() as elsewhere, HostileServer("redirect") as server:
+        target = f"http://localhost:{server.port}/landed" if away == "host" else f"{elsewhere.url}/landed"
+        server.options["to"] = target
+        with pytest.raises(ResolverError, match="another origin") as info:
+            resolve("http", ["q1"], ["c1"], url=with_credentials(server.url), timeout=5)
+    message = str(info.value)
+    assert target in message and PASSWORD not in message and TOKEN not in message
+    assert [path for _, path, _ in server.requests + elsewhere.requests] == ["/resolve"]
+    assert server.requests[0][2].startswith("Basic ")  # the URL's user and password, to the URL's origin only
+
+
+@pytest.mark.parametrize(("behaviour", "options", "message"), [
+    ("trickle", {}, "no complete answer within 1 s"),
+    ("cut", {}, "cut off"),
+    ("cut_chunked", {}, "cut off"),
+    ("nested", {"depth": 100000}, "did not answer with the resolver's JSON"),
+    ("status", {"code": 503}, "HTTP 503"),
+])
+def test_a_broken_answer_is_one_error_within_the_timeout(behaviour, options, message):
+    with HostileServer(behaviour, **options) as server, pytest.raises(ResolverError, match=message) as info:
+        resolve("http", ["q1"], ["c1"], url=with_credentials(server.url), timeout=1)
+    assert PASSWORD not in str(info.value) and TOKEN not in str(info.value)
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie waiting for a reaper has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_command_that_times_out_is_killed_with_its_children(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+              f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+              "time.sleep(300)\n")
+    with pytest.raises(ResolverError, match="no answer within 1 s"):
+        resolve("command", ["q1"], [], command=[sys.executable, "-c", script], timeout=1)
+    grandchild = int(pid_file.read_text())
+    for _ in range(100):  # the kill is sent; its delivery is the kernel's
+        if gone(grandchild):
+            break
+        time.sleep(0.05)
+    alive = not gone(grandchild)
+    if alive:
+        os.kill(grandchild, 9)
+    assert not alive
+
+
+def test_a_command_that_answers_leaves_nothing_running(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    script = ("import json, subprocess, sys\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+              " stdout=subprocess.DEVNULL)\n"
+              f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+              "print(json.dumps({'queries': {'q1': 'text'}, 'chunks': {}}))\n")
+    assert resolve("command", ["q1"], [], command=[sys.executable, "-c", script], timeout=10).queries == {"q1": "text"}
+    grandchild = int(pid_file.read_text())
+    for _ in range(100):
+        if gone(grandchild):
+            break
+        time.sleep(0.05)
+    alive = not gone(grandchild)
+    if alive:
+        os.kill(grandchild, 9)
+    assert not alive
