@@ -13,6 +13,8 @@ big(bytes=N)          N bytes (chunked: no Content-Length)
 nested(depth=N)       a JSON list nested N deep
 json(body=TEXT)       200 with TEXT
 status(code=N)        N with a JSON {"detail": ...} body
+echo(code=N)          N with a JSON {"detail": ...} quoting the request's
+                      Authorization header, path and query: the worst case for leaks
 default               200 with the JSON {"queries": {}, "chunks": {}}
 
 Every request is recorded: ``requests`` holds (method, path, Authorization).
@@ -20,6 +22,7 @@ Every request is recorded: ``requests`` holds (method, path, Authorization).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.parse
@@ -84,6 +87,10 @@ def _handler(hostile: HostileServer):
 
         def _status(self, options) -> None:
             self._send(int(options["code"]), b'{"detail": "refused"}')
+
+        def _echo(self, options) -> None:
+            detail = f"refused {self.headers.get('Authorization')} at {self.path}"
+            self._send(int(options["code"]), json.dumps({"detail": detail}).encode())
 
         def _nested(self, options) -> None:
             depth = options["depth"]

@@ -30,7 +30,7 @@ from typing import Any
 
 from agent.core.judgments.labels import TAGS  # noqa: F401 - the tags of the labeling config, re-exported
 from agent.io.fetch import AnswerTooLarge, FetchError, fetch
-from agent.io.secrets import SecretError, one_line, redact_url
+from agent.io.secrets import SecretError, one_line, redact_url, scrub
 
 GRADES = (("0", "irrelevant"), ("1", "marginally relevant"), ("2", "relevant"), ("3", "highly relevant"))
 EVIDENCE_GROUPS = ("A", "B", "C")
@@ -232,10 +232,12 @@ class LabelStudio:
             raise LabelStudioError(self._clean(f"{what}: answer is not JSON: {bytes(raw[:200])!r}")) from None
 
     def _clean(self, message: str, limit: int = 600) -> str:
-        """Tokens out first, then cut to ``limit``: a cut never leaves part of one."""
+        """Tokens and what looks like a credential out first, then cut to ``limit``:
+        a cut never leaves part of one."""
         for secret in (self._token, self._access):
             if secret:
                 message = message.replace(secret, "<token>")
+        message = scrub(message)
         return message if len(message) <= limit else message[:limit] + "..."
 
 

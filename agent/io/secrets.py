@@ -17,7 +17,7 @@ SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "key", "salt", "
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 _AUTH = re.compile(r"\b(Token|Bearer|Basic) +[^\s'\"]+")
-_ASSIGNED = re.compile(r"([\w.-]+)=(['\"]?)[^\s&;'\",)]+")
+_ASSIGNED = re.compile(r"([\w.-]+)=(['\"]?)[^\s&;'\",)]+?(?=[\s&;'\",)]|: |:?$)")
 
 
 class SecretError(ValueError):
