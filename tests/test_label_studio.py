@@ -20,7 +20,6 @@ from agent.io.label_studio import (
     TAGS,
     LabelStudio,
     LabelStudioError,
-    TooLarge,
     labeling_config,
     tasks,
     token_from,
@@ -239,6 +238,8 @@ def test_a_broken_answer_is_one_error_within_the_timeout(behaviour, options, mes
 
 
 def test_an_answer_above_the_bound_is_refused():
+    from agent.io.label_studio import TooLarge
+
     with HostileServer("big", bytes=10_000_000) as server, pytest.raises(TooLarge, match="limit of 1000000 bytes"):
         LabelStudio(server.url, "secret-token-value", max_bytes=1_000_000).export_annotations(1)
 
