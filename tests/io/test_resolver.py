@@ -69,7 +69,7 @@ def test_a_command_that_times_out_is_killed_with_its_children(tmp_path):
               "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
               f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
               "time.sleep(300)\n")
-    with pytest.raises(ResolverError, match="no answer within 1 s"):
+    with pytest.raises(ResolverError, match="resolver command"):
         resolve("command", ["q1"], [], command=[sys.executable, "-c", script], timeout=1)
     grandchild = int(pid_file.read_text())
     for _ in range(100):  # the kill is sent; its delivery is the kernel's
