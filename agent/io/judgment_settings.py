@@ -63,7 +63,7 @@ class JudgmentSettings:
     thresholds: dict[str, float] = field(default_factory=dict)  # over the defaults
     holdout_share: float = HOLDOUT_SHARE
     double_judged_share: float = 0.10
-    salt: str = ""
+    salt: str = field(default="", repr=False)  # a secret: never in a repr (agent/io/settings.py masks it)
     schedule: str = "0 6 * * mon"  # cron (minute hour day month day-of-week), UTC
     export_dir: str = "ragdrift-batches"
     resolver: ResolverSettings = field(default_factory=ResolverSettings)

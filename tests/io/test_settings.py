@@ -217,6 +217,35 @@ def test_missing_secret_file_names_the_key(tmp_path):
     assert message.startswith("kafka.client.sasl_plain_password_file: cannot read secret file")
 
 
+@pytest.mark.parametrize("content", ["s3cret-value\nsecond-line\n", "s3cret-value\tx", "\n\n"])
+def test_a_secret_file_is_one_line_and_an_error_never_shows_it(tmp_path, content):
+    secret = tmp_path / "pw"
+    secret.write_text(content)
+    message = error(tmp_path, f"kafka: {{client: {{sasl_plain_password_file: {secret}}}}}\n")
+    assert message.startswith("kafka.client.sasl_plain_password_file: the secret file")
+    assert "s3cret" not in message and "second-line" not in message
+
+
+@pytest.mark.parametrize("salt", ["590227123457", "5902.27", "[590227, 1]", "true"])
+def test_a_salt_of_the_wrong_type_is_named_never_shown(tmp_path, salt):
+    message = error(tmp_path, f"judgment: {{salt: {salt}}}\n")
+    assert message.startswith("judgment.salt: expected str") and "quote it" in message
+    assert "590227" not in message and "true" not in message.lower().replace("expected", "")
+
+
+@pytest.mark.parametrize("url", ["postgresql://ragdrift:pa@ss-7f3a@db/ragdrift", "postgresql://ragdrift:pa/ss-7f3a@db/x"])
+def test_a_raw_at_or_slash_in_the_store_password_is_an_error_without_it(tmp_path, url):
+    message = error(tmp_path, f"store: {{url: '{url}'}}\n")
+    assert message.startswith("store.url: ") and "percent-encoded" in message and "ss-7f3a" not in message
+
+
+def test_the_settings_repr_masks_its_secrets():
+    s = load(environ={"RAGDRIFT_JUDGMENT__SALT": "salt-7f3a-value", "RAGDRIFT_KAFKA__CLIENT__SASL_PLAIN_PASSWORD": "pw-7f3a",
+                      "RAGDRIFT_STORE__URL": "postgresql://ragdrift:db-7f3a@db/ragdrift?sslpassword=ssl-7f3a"})
+    for shown in (repr(s), repr(s.judgment), str(s)):
+        assert "7f3a" not in shown.replace("RAGDRIFT", "")
+
+
 # -- file errors ---------------------------------------------------------------
 
 
