@@ -63,6 +63,16 @@ def gone(pid: int) -> bool:
         return True
 
 
+def assert_ended(pid: int) -> None:
+    """`pid` ends soon (the kill is sent; its delivery is the kernel's); killed here if not, so nothing lingers."""
+    for _ in range(100):
+        if gone(pid):
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    raise AssertionError(f"process {pid} outlived the resolver command")
+
+
 def test_a_command_that_times_out_is_killed_with_its_children(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
     script = ("import subprocess, sys, time\n"
@@ -71,15 +81,7 @@ def test_a_command_that_times_out_is_killed_with_its_children(tmp_path):
               "time.sleep(300)\n")
     with pytest.raises(ResolverError, match="resolver command"):
         resolve("command", ["q1"], [], command=[sys.executable, "-c", script], timeout=1)
-    grandchild = int(pid_file.read_text())
-    for _ in range(100):  # the kill is sent; its delivery is the kernel's
-        if gone(grandchild):
-            break
-        time.sleep(0.05)
-    alive = not gone(grandchild)
-    if alive:
-        os.kill(grandchild, 9)
-    assert not alive
+    assert_ended(int(pid_file.read_text()))
 
 
 def test_a_command_that_answers_leaves_nothing_running(tmp_path):
@@ -90,12 +92,4 @@ def test_a_command_that_answers_leaves_nothing_running(tmp_path):
               f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
               "print(json.dumps({'queries': {'q1': 'text'}, 'chunks': {}}))\n")
     assert resolve("command", ["q1"], [], command=[sys.executable, "-c", script], timeout=10).queries == {"q1": "text"}
-    grandchild = int(pid_file.read_text())
-    for _ in range(100):
-        if gone(grandchild):
-            break
-        time.sleep(0.05)
-    alive = not gone(grandchild)
-    if alive:
-        os.kill(grandchild, 9)
-    assert not alive
+    assert_ended(int(pid_file.read_text()))
