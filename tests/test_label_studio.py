@@ -237,6 +237,12 @@ def test_a_broken_answer_is_one_error_within_the_timeout(behaviour, options, mes
         LabelStudio(server.url, "secret-token-value", timeout=1).export_annotations(1)
 
 
+@pytest.mark.parametrize("answer", ["{}", '{"access": "a\\nb"}', '{"access": 7}', "[]"])
+def test_a_refresh_without_an_access_token_is_an_error(answer):
+    with HostileServer("json", body=answer) as server, pytest.raises(LabelStudioError, match="no access token"):
+        LabelStudio(server.url, "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl").project(1)
+
+
 def test_an_answer_above_the_bound_is_refused():
     from agent.io.label_studio import TooLarge
 

@@ -144,6 +144,7 @@ def test_no_failure_path_prints_or_writes_a_secret(run):
         assert run.pull(with_credentials(redirecting.url, LS_PASSWORD, LS_QUERY_TOKEN)) == 2
         unreachable_ls = with_credentials(f"http://127.0.0.1:{free_port()}", LS_PASSWORD, LS_QUERY_TOKEN)
         assert run.pull(unreachable_ls) == 2
+        assert run.pull(unreachable_ls.replace("http://", "")) == 2  # no scheme: still a URL's credentials
 
         local_resolver = run.config("resolver", resolver=resolver)
         assert run.command("batch", "build", "--config", str(local_resolver), "--week", WEEK) == 2

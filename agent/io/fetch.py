@@ -104,6 +104,8 @@ def _describe(exc: BaseException) -> str:
         return f"answer cut off after {len(exc.partial)} bytes"
     if isinstance(exc, http.client.RemoteDisconnected):
         return "the server closed the connection without answering"
+    if isinstance(exc, ValueError):  # its message quotes the URL
+        return "not a URL that can be requested (http:// or https://)"
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     return "no answer: " + scrub(str(reason) or reason.__class__.__name__)
 

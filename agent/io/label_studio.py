@@ -192,7 +192,11 @@ class LabelStudio:
         if not self._pat:
             return f"Token {self._token}"
         if self._access is None or renew:
-            self._access = self._send("POST", "/api/token/refresh/", {"refresh": self._token}, None)["access"]
+            answer = self._send("POST", "/api/token/refresh/", {"refresh": self._token}, None)
+            access = answer.get("access") if isinstance(answer, dict) else None
+            if not (isinstance(access, str) and access.isascii() and access.isprintable() and " " not in access):
+                raise LabelStudioError("Label Studio POST /api/token/refresh/: the answer holds no access token")
+            self._access = access
         return f"Bearer {self._access}"
 
     def _call(self, method: str, path: str, body: Any = None, params: dict | None = None) -> Any:

@@ -52,15 +52,15 @@ def redact_url(url: str) -> str:
     before the query, so a raw "@" or "/" in a password stays hidden too.
     """
     scheme, sep, rest = url.partition("://")
-    if not sep:
-        return _mask_assignments(url)
+    if not sep:  # no scheme: "user:password@host" is still a userinfo
+        scheme, rest = "", url
     before_query, q, query = rest.partition("?")
     userinfo, at, host = before_query.rpartition("@")
     if at:
         user, colon, _ = userinfo.partition(":")
         userinfo = f"{user}:{MASK}" if colon and "/" not in user else MASK
         before_query = f"{userinfo}@{host}"
-    return f"{scheme}://{before_query}{q}{_mask_assignments(query)}"
+    return f"{scheme}{sep}{before_query}{q}{_mask_assignments(query)}"
 
 
 def scrub(text: str) -> str:
