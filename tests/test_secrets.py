@@ -180,3 +180,14 @@ def test_the_log_formatters_and_the_commands_last_resort_mask_credentials(capsys
         line = formatter.format(record)
         assert "calling http://u:***@h/?token=***" in line
         assert [s for s in SECRETS if s in line] == []
+
+
+def test_an_unexpected_failure_of_a_command_prints_its_traceback_masked(capsys, monkeypatch):
+    def crash(args):
+        raise RuntimeError(f"bug near postgresql://ragdrift:{STORE_PASSWORD}@db/x, header Token {TOKEN}")
+
+    monkeypatch.setattr("agent.cli.run.check_config", crash)  # a bug stands in: no real command crashes now
+    assert main(["check-config", "any.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: bug near postgresql://ragdrift:***@db/x, header Token ***" in err
+    assert [s for s in SECRETS if s in err] == []

@@ -127,12 +127,12 @@ class _SameOrigin(urllib.request.HTTPRedirectHandler):
     """Follow a redirect only within the request's origin: its headers carry credentials."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
+        fp.close()  # its body is never read: it could be endless
         try:
             same = origin(newurl) == origin(req.full_url)
         except ValueError:
             same = False
         if not same:
-            fp.close()
             raise FetchError(f"redirected (HTTP {code}) to another origin, {redact_url(newurl)}: "
                              "credentials are never sent there; configure the URL it redirects to", code)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
