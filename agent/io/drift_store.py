@@ -3,7 +3,10 @@
 `ragdrift_drift_days` holds one row per (group, UTC day, app, feature or mix):
 its sparse counts as JSON ({"cell": n} or {"category": n}), or for
 `query_terms` the day's bottom-k sample of hashed query terms ({"key": [terms]},
-merged by union: agent/core/drift/queries.py). A checkpoint adds
+merged by union: agent/core/drift/queries.py), or for `grids` the digest of the
+grid each numeric feature was counted on ({"feature": digest}; a second grid in
+the same day makes it "mixed"). Days stored before grids were recorded have no
+`grids` row: they load as before, their grid unknown. A checkpoint adds
 each partition's deltas (agent/core/drift/days.py) to the stored counts in the
 transaction that moves the offsets past the events, so every event is counted
 exactly once, summed over partitions and replicas. The add is a read-modify-
@@ -30,6 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agent.core.drift import Baseline
 from agent.core.drift.days import Deltas, counts_of, merge
+from agent.core.drift.features import GRIDS, merge_grids
 from agent.core.drift.queries import QUERIES, merge_sample
 from agent.io.store import StoreError
 
@@ -99,7 +103,9 @@ class DriftStore:
                 stored = orjson.loads(conn.execute(query.with_for_update() if self.store.postgres else query).scalar_one())
                 if feature == QUERIES:  # a bottom-k sample: union, the k smallest keys kept
                     merge_sample(stored, total[(day, app, feature)])
-                for key, n in total[(day, app, feature)].items() if feature != QUERIES else ():
+                elif feature == GRIDS:  # each feature's grid: another one than stored makes it "mixed"
+                    merge_grids(stored, total[(day, app, feature)])
+                for key, n in total[(day, app, feature)].items() if feature not in (QUERIES, GRIDS) else ():
                     key = str(key)
                     stored[key] = stored.get(key, 0) + n
                 conn.execute(update(self.days).where(*where).values(counts=orjson.dumps(stored)))

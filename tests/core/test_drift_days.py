@@ -120,7 +120,7 @@ def test_recent_windows_sum_the_slots_they_cover_taken_or_not(cuts, at):
         last = int(now // SLOT) - 1  # whole slots only
         inside = [f for f in FACTS if last - seconds // SLOT < int(f.ts // SLOT) <= last]
         expected = window(counts_of(whole(inside)))  # the sub-day windows hold no query sample
-        assert found[name] == {app: Counts(c.numeric, c.mixes) for app, c in expected.items()}, name
+        assert found[name] == {app: Counts(c.numeric, c.mixes, grids=c.grids) for app, c in expected.items()}, name
 
 
 def test_the_ring_keeps_only_the_newest_hour_of_slots():

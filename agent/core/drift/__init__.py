@@ -9,9 +9,11 @@ from agent.core.drift.baseline import (
     Counts,
     DayData,
     Finding,
+    GridMismatch,
     Reference,
     evaluate,
     freeze,
+    grid_mismatches,
     version_of,
 )
 from agent.core.drift.bins import OTHER, Bins, Categories, Grid
@@ -21,6 +23,7 @@ from agent.core.drift.calibrate import (
     Threshold,
     alarm,
     calibrate_thresholds,
+    expected_rate,
     quantile,
 )
 from agent.core.drift.features import (
@@ -60,8 +63,8 @@ __all__ = [
     "LANGUAGE", "LATENCY", "LOWER_IS_WORSE", "MEAN_SCORE", "MIXES", "MIX_STATS", "NUMERIC_STATS", "OTHER",
     "PARENT_DIVERSITY", "PSI_EPSILON", "QUERY_CLUSTER", "QUERY_TYPE", "RESULT_COUNT", "SCORE_GAP", "SOURCE",
     "TOP1_SCORE",
-    "AppBaseline", "Baseline", "Bins", "Calibration", "Categories", "Counts", "DayData", "Finding", "Grid", "Grids",
-    "Reference", "Threshold",
-    "alarm", "calibrate_thresholds", "chi2_p", "chi2_test", "evaluate", "freeze", "js", "ks", "psi", "quantile",
-    "statistic", "version_of", "wasserstein",
+    "AppBaseline", "Baseline", "Bins", "Calibration", "Categories", "Counts", "DayData", "Finding", "Grid",
+    "GridMismatch", "Grids", "Reference", "Threshold",
+    "alarm", "calibrate_thresholds", "chi2_p", "chi2_test", "evaluate", "expected_rate", "freeze", "grid_mismatches",
+    "js", "ks", "psi", "quantile", "statistic", "version_of", "wasserstein",
 ]  # fmt: skip

@@ -27,8 +27,8 @@ from datetime import date
 import numpy as np
 
 from agent.core.drift.bins import Bins, Categories
-from agent.core.drift.calibrate import Calibration, Threshold, alarm, calibrate_thresholds
-from agent.core.drift.features import QUERY_CLUSTER, Grids
+from agent.core.drift.calibrate import Calibration, Threshold, alarm, calibrate_thresholds, expected_rate
+from agent.core.drift.features import MIXED_GRID, QUERY_CLUSTER, Grids
 from agent.core.drift.queries import QueryModel, Sample, fit
 from agent.core.drift.stats import MIX_STATS, NUMERIC_STATS, statistic
 
@@ -42,6 +42,7 @@ class Counts:
     numeric: Mapping[str, Sequence[int] | Mapping[int, int]] = field(default_factory=dict)  # fine counts
     mixes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # mix -> category -> count
     queries: Sample = field(default_factory=dict)  # the day's bottom-k sample of hashed query terms (queries.py)
+    grids: Mapping[str, str] = field(default_factory=dict)  # numeric feature -> Grid.digest it was counted on
 
     def to_dict(self) -> dict:
         """Plain data for the store: fine counts sparse, as {"cell": count} without zeros."""
@@ -52,13 +53,16 @@ class Counts:
         out = {"numeric": numeric, "mixes": {m: {k: int(n) for k, n in c.items()} for m, c in self.mixes.items()}}
         if self.queries:
             out["queries"] = {k: list(t) for k, t in self.queries.items()}
+        if self.grids:
+            out["grids"] = dict(self.grids)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Counts:
         return cls({f: {int(i): int(n) for i, n in c.items()} for f, c in data.get("numeric", {}).items()},
                    {m: {k: int(n) for k, n in c.items()} for m, c in data.get("mixes", {}).items()},
-                   {k: tuple(t) for k, t in data.get("queries", {}).items()})  # fmt: skip
+                   {k: tuple(t) for k, t in data.get("queries", {}).items()},
+                   {f: str(g) for f, g in data.get("grids", {}).items()})  # fmt: skip
 
 
 DayData = Mapping[str, Counts]  # app -> its counts for one day (or one window)
@@ -145,6 +149,23 @@ class Finding:
     alarm: bool  # value beyond threshold, in the statistic's bad direction
     n: int  # the window's events (values, for a feature counted per result)
     calibrated: bool  # False: a default threshold (too few baseline days)
+    counts: tuple[int, ...] = ()  # the window's counts in the baseline's bins (categories): what `value` is of
+    rate: float | None = None  # expected false-alarm rate at `threshold` (calibrate.expected_rate); None: unknown
+
+
+@dataclass(frozen=True, slots=True)
+class GridMismatch:
+    """A numeric feature of a window counted on another grid than the baseline's bins: never compared."""
+
+    app: str
+    feature: str
+    counted: str  # the window's grid digest, or MIXED_GRID
+    expected: str  # the digest of the grid it should have been counted on
+    against: str = "the baseline's grid"  # whose grid `expected` is
+
+    def __str__(self) -> str:
+        counted = "two grids" if self.counted == MIXED_GRID else f"grid {self.counted}"
+        return f"app {self.app!r}, {self.feature}: counted on {counted}, {self.against} is {self.expected}"
 
 
 def version_of(content: Mapping) -> str:
@@ -177,6 +198,11 @@ def freeze(
         numeric = {}
         for feature in sorted({f for c in per_day for f in c.numeric}):
             grid = grids.grid(app, feature)
+            for day, c in zip(order, per_day):
+                counted = c.grids.get(feature, grid.digest)  # a day stored before grids were recorded: unknown
+                if counted != grid.digest:
+                    found = GridMismatch(app, feature, counted, grid.digest, "the configured grid")
+                    raise ValueError(f"day {day}: {found}; freeze from days counted on the configured grid")
             fine = _integral([grid.dense(c.numeric.get(feature, {})) for c in per_day], app, feature)
             if fine.sum() > 0:
                 bins = Bins.from_quantiles(grid, fine.sum(axis=0), n_bins)
@@ -211,34 +237,53 @@ def _with_clusters(days: Mapping[str, DayData], order: list[str], clusters: int,
     model, counts = fitted
     out = {}
     for d, apps, found in zip(order, names, counts):
-        out[d] = {app: Counts(days[d][app].numeric, {**days[d][app].mixes, QUERY_CLUSTER: cats}, days[d][app].queries)
+        out[d] = {app: Counts(days[d][app].numeric, {**days[d][app].mixes, QUERY_CLUSTER: cats}, days[d][app].queries,
+                              days[d][app].grids)
                   for app, cats in zip(apps, found)}  # fmt: skip
     return out, model
 
 
-def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
-    """Findings of one window (app -> fine counts and mix counts), sorted by app, feature, statistic."""
+def grid_mismatches(baseline: Baseline, window: DayData) -> list[GridMismatch]:
+    """The window's numeric features counted on another grid than the baseline's bins (a window without
+    recorded grids, from before they were recorded, has none), sorted by app and feature."""
     out = []
+    for app in sorted(set(baseline.apps) & set(window)):
+        recorded = window[app].grids
+        for feature, r in sorted(baseline.apps[app].numeric.items()):
+            expected = r.bins.grid.digest
+            if recorded.get(feature, expected) != expected and feature in window[app].numeric:
+                out.append(GridMismatch(app, feature, recorded[feature], expected))
+    return out
+
+
+def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
+    """Findings of one window (app -> fine counts and mix counts), sorted by app, feature, statistic;
+    features counted on another grid than the baseline's (`grid_mismatches`) are left out."""
+    out = []
+    skip = {(m.app, m.feature) for m in grid_mismatches(baseline, window)}
     for app in sorted(set(baseline.apps) & set(window)):
         ref, counts = baseline.apps[app], window[app]
         if baseline.queries is not None and counts.queries and QUERY_CLUSTER not in counts.mixes:
             # a stored day: its sample's clusters (a sub-day window counts every query as it comes)
             cats = baseline.queries.categories(counts.queries[k] for k in sorted(counts.queries))
             counts = Counts(counts.numeric, {**counts.mixes, QUERY_CLUSTER: cats})
-        pairs = [(f, r, r.bins.rebin(counts.numeric[f])) for f, r in ref.numeric.items() if f in counts.numeric]
+        pairs = [(f, r, r.bins.rebin(counts.numeric[f])) for f, r in ref.numeric.items()
+                 if f in counts.numeric and (app, f) not in skip]
         pairs += [(m, r, np.array(r.bins.fold(counts.mixes[m]))) for m, r in ref.mixes.items() if m in counts.mixes]
         for feature, r, coarse in sorted(pairs, key=lambda p: p[0]):
             n = int(coarse.sum())
             if n <= 0:
                 continue
             centres = getattr(r.bins, "centres", None)
+            held = tuple(int(c) for c in coarse)
             for stat, threshold in sorted(r.thresholds.items()):
                 limit = threshold.at(n)
                 if limit is None:
                     continue
                 value = float(statistic(stat, r.counts, coarse, centres))
                 fired = alarm(stat, value, limit)
-                out.append(Finding(app, feature, stat, value, limit, fired, n, threshold.calibrated))
+                rate = expected_rate(threshold, baseline.calibration)
+                out.append(Finding(app, feature, stat, value, limit, fired, n, threshold.calibrated, held, rate))
     return out
 
 

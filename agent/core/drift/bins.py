@@ -17,6 +17,8 @@ edges are quantiles to within one fine cell. The first coarse bin starts at
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +56,8 @@ class Grid:
             raise ValueError("grid edges are not strictly increasing (too many cells for the float range)")
         edges.flags.writeable = False
         object.__setattr__(self, "_edges", edges)
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        object.__setattr__(self, "_digest", hashlib.sha256(text.encode()).hexdigest()[:12])
 
     @property
     def size(self) -> int:
@@ -98,6 +102,12 @@ class Grid:
         if out.shape != (self.size,):
             raise ValueError(f"fine counts of length {out.shape} on a grid of {self.size} cells")
         return out
+
+    @property
+    def digest(self) -> str:
+        """12 hex digits of a SHA-256 of the grid's canonical JSON (lo, hi, cells, scale): the grid a stored
+        day records, so days and baselines counted on different grids are never compared."""
+        return self._digest
 
     def to_dict(self) -> dict:
         return {"lo": self.lo, "hi": self.hi, "cells": self.cells, "scale": self.scale}

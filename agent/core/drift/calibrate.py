@@ -158,6 +158,13 @@ class Threshold:
                    tuple(int(s) for s in data["samples"]), bool(data["calibrated"]), str(data["reason"]))  # fmt: skip
 
 
+def expected_rate(threshold: Threshold, settings: Calibration) -> float | None:
+    """The share of undrifted windows expected to alarm at this threshold: the rate it was calibrated for
+    (a window bigger than the day rung: at most that, except for the p-value); None for a default threshold,
+    whose rate nothing measured."""
+    return settings.rate if threshold.calibrated else None
+
+
 def alarm(stat: str, value: float, threshold: float | None) -> bool:
     """Beyond the threshold, in the statistic's bad direction (strictly)."""
     if threshold is None:

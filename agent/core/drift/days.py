@@ -24,6 +24,7 @@ depend on how the stream was partitioned.
 | filter_outcome (mix) | one per filter, `name:status` |
 | query terms (sample) | the event's hashed terms, in the day's bottom-k sample (queries.py) |
 | query_cluster (mix) | one per query with terms, only while a baseline's `QueryModel` is set, only in the sub-day windows |
+| grids | per numeric feature counted, the digest of its grid (`Grid.digest`; features.py `GRIDS`) |
 
 The daily `query_cluster` counts are not stored: they depend on the baseline,
 so a stored day's clusters come from its sample when it is evaluated.
@@ -46,9 +47,9 @@ from datetime import date
 import numpy as np
 
 from agent.core.drift.baseline import Counts
-from agent.core.drift.features import (CONTENT_AGE, FEATURES, FILTER_OUTCOME, LANGUAGE, LATENCY, MEAN_SCORE,
-                                       PARENT_DIVERSITY, QUERY_CLUSTER, QUERY_TYPE, RESULT_COUNT, SCORE_GAP, SOURCE,
-                                       TOP1_SCORE, Grids)  # fmt: skip
+from agent.core.drift.features import (CONTENT_AGE, FEATURES, FILTER_OUTCOME, GRIDS, LANGUAGE, LATENCY,
+                                       MEAN_SCORE, PARENT_DIVERSITY, QUERY_CLUSTER, QUERY_TYPE, RESULT_COUNT,
+                                       SCORE_GAP, SOURCE, TOP1_SCORE, Grids, merge_grids)  # fmt: skip
 from agent.core.drift.queries import QUERIES, SAMPLE, QueryModel, merge_sample, sample_key
 from agent.core.facts import Facts
 
@@ -156,7 +157,7 @@ class DriftDays:
         self._fold()
         out: Deltas = {}
         for (slot, app), (_, counts, sample, _) in self._pending.items():
-            rows = _rows(counts)
+            rows = self._rows_of(app, counts)
             day = self._iso(slot * SLOT // DAY)
             merge(out, {(day, app, name): dict(found) for name, found in rows.items() if name != QUERY_CLUSTER})
             if sample:
@@ -183,9 +184,17 @@ class DriftDays:
                     merge(rows, {key: dict(found) for key, found in held.items()})
             for (slot, app), (_, counts, _, _) in self._pending.items():
                 if first <= slot <= last:
-                    merge(rows, {("", app, n): found for n, found in _rows(counts).items()})
+                    merge(rows, {("", app, n): found for n, found in self._rows_of(app, counts).items()})
             out[name] = counts_of(rows).get("", {})
         return out
+
+    def _rows_of(self, app: str, counts: list[dict]) -> dict[str, dict]:
+        """A slot's rows (`_rows`) and, when it counted a numeric feature, the `GRIDS` row naming their grids."""
+        rows = _rows(counts)
+        grids = {f: self.config.grids.grid(app, f).digest for f in FEATURES if f in rows}
+        if grids:
+            rows[GRIDS] = grids
+        return rows
 
     def _slot(self, slot: int, app: str) -> tuple:
         pending = self._pending.get((slot, app))
@@ -266,6 +275,8 @@ def merge(into: Deltas, delta: Deltas) -> None:
             into[row] = counts
         elif row[2] == QUERIES:
             merge_sample(held, counts)
+        elif row[2] == GRIDS:
+            merge_grids(held, counts)
         else:
             _add(held, counts)
 
@@ -273,11 +284,13 @@ def merge(into: Deltas, delta: Deltas) -> None:
 def counts_of(rows: Deltas) -> dict[str, dict[str, Counts]]:
     """Deltas or stored rows as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read."""
     numeric_names = frozenset(FEATURES)
-    days: dict[str, dict[str, tuple[dict, dict, dict]]] = {}
+    days: dict[str, dict[str, tuple[dict, dict, dict, dict]]] = {}
     for (day, app, name), counts in rows.items():
-        numeric, mixes, queries = days.setdefault(day, {}).setdefault(app, ({}, {}, {}))
+        numeric, mixes, queries, grids = days.setdefault(day, {}).setdefault(app, ({}, {}, {}, {}))
         if name == QUERIES:
             merge_sample(queries, {k: tuple(t) for k, t in counts.items()})
+        elif name == GRIDS:
+            merge_grids(grids, {str(f): str(g) for f, g in counts.items()})
         elif name in numeric_names:
             _add(numeric.setdefault(name, {}), {int(k): int(n) for k, n in counts.items()})
         else:
@@ -296,6 +309,8 @@ def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
                 merge(rows, {("", app, name): dict(cats)})
             if counts.queries:
                 merge(rows, {("", app, QUERIES): dict(counts.queries)})
+            if counts.grids:
+                merge(rows, {("", app, GRIDS): dict(counts.grids)})
     return counts_of(rows).get("", {})
 
 

@@ -16,6 +16,9 @@ quantile bins from a linear grid over that range (`Grids.by_app`).
 
 A grid is part of the data's meaning: days stored on one grid cannot be
 rebinned on another, so changing a feature's grid starts its history afresh.
+So each stored day records, per app, the digest of each numeric feature's
+grid (`Grid.digest`) in a row of its own (`GRIDS`); a row that two grids
+counted into records `MIXED_GRID`, which matches no grid.
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ LANGUAGE = "language"
 FILTER_OUTCOME = "filter_outcome"
 QUERY_CLUSTER = "query_cluster"
 MIXES = (SOURCE, QUERY_TYPE, LANGUAGE, FILTER_OUTCOME, QUERY_CLUSTER)
+
+GRIDS = "grids"  # the stored row of a day and app naming each numeric feature's grid: {feature: digest}
+MIXED_GRID = "mixed"  # a feature counted on two grids in one day (or one window): comparable with nothing
+
+
+def merge_grids(into: dict, grids: Mapping[str, str]) -> dict:
+    """Add `grids` ({feature: digest}) to `into`: the same digest stays, another makes the feature MIXED_GRID."""
+    for feature, digest in grids.items():
+        held = into.get(feature)
+        into[feature] = digest if held is None or held == digest else MIXED_GRID
+    return into
 
 _SCORE = Grid(-1000.0, 1000.0, 4000, scale=0.01)
 DEFAULT_GRIDS: Mapping[str, Grid] = MappingProxyType({
