@@ -1,22 +1,31 @@
-"""`ragdrift baseline freeze|list` and `ragdrift drift`: baselines from the stored daily counts, and drift against one.
+"""`ragdrift baseline freeze|list|show` and `ragdrift drift`: baselines from the stored daily counts, what one
+holds, and drift against one.
 
 A window for `ragdrift drift` is whole UTC days of the store's daily counts:
 `--day` (default: the newest stored day) or `--from`/`--to` summed.
+
+A baseline's name is 1 to 255 letters, digits, `.`, `_` and `-`, starting with
+a letter or a digit: it fits the store's column on every backend, and `@`
+stays free to name a version (`NAME@VERSION`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from datetime import date, datetime, timezone
 
 from agent.cli.common import UsageError, open_store
 from agent.cli.run import settings_from
 
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+VERSION = re.compile(r"[0-9a-f]{16}")
+
 
 def add_parser(commands) -> None:
-    baseline = commands.add_parser("baseline", help="drift baselines: freeze one from stored days, list them")
+    baseline = commands.add_parser("baseline", help="drift baselines: freeze one from stored days, list, show one")
     actions = baseline.add_subparsers(dest="action", required=True, metavar="ACTION")
     freeze = actions.add_parser("freeze", help="sum the stored daily counts of a range of days into a baseline")
     freeze.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store and drift sections)")
@@ -29,6 +38,11 @@ def add_parser(commands) -> None:
     listing.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store section)")
     listing.add_argument("--format", choices=("table", "json"), default="table")
     listing.set_defaults(handler=list_baselines)
+    show = actions.add_parser("show", help="what a baseline holds: bins, counts, centres, thresholds, vocabulary")
+    show.add_argument("baseline", metavar="NAME[@VERSION]", help="the baseline (its newest version, or that one)")
+    show.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store section)")
+    show.add_argument("--format", choices=("table", "json"), default="table")
+    show.set_defaults(handler=show_baseline)
 
     drift = commands.add_parser("drift", help="drift of stored days against a baseline, per app, feature and statistic")
     drift.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store section)")
@@ -54,11 +68,39 @@ def _day(text: str, flag: str) -> str:
         raise UsageError(f"{flag} {text!r}: expected a date such as 2026-03-01") from None
 
 
+def _name(text: str, flag: str) -> str:
+    if not NAME.fullmatch(text):
+        shown = text if len(text) <= 40 and text.isprintable() else f"of {len(text)} characters"
+        raise UsageError(f"{flag} {shown!r}: a baseline name is 1 to 255 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or a digit")
+    return text
+
+
+def _version(text: str, flag: str) -> str:
+    if not VERSION.fullmatch(text):
+        raise UsageError(f"{flag}: a baseline version is 16 lowercase hex digits (see `ragdrift baseline list`)")
+    return text
+
+
+def _load(store, name: str | None, version: str | None):
+    """The stored baseline, or a usage error saying it is missing or corrupt."""
+    try:
+        baseline = store.load_baseline(name, version)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if baseline is None:
+        which = f" {name!r}" if name else ""
+        which += f" version {version}" if version else ""
+        raise UsageError(f"no baseline{which} stored: freeze one with `ragdrift baseline freeze`")
+    return baseline
+
+
 def freeze_baseline(args: argparse.Namespace) -> int:
     from agent.core.drift import freeze
     from agent.io.drift_settings import calibration, grids
 
     settings = settings_from(args.config)
+    _name(args.name, "--name")
     first, last = _day(args.first, "--from"), _day(args.last, "--to")
     if first > last:
         raise UsageError(f"--from {first} is after --to {last}")
@@ -80,6 +122,13 @@ def freeze_baseline(args: argparse.Namespace) -> int:
     state = "stored" if created else "already stored (the same days give the same version)"
     print(f"{baseline.name} {baseline.version}: {len(baseline.days)} days ({baseline.days[0]} to {baseline.days[-1]}), "
           f"apps {', '.join(baseline.apps)}; {state}")
+    refs = [r for a in baseline.apps.values() for r in (*a.numeric.values(), *a.mixes.values())]
+    default = sum(not any(t.calibrated for t in r.thresholds.values()) for r in refs)
+    if default:
+        print(f"ragdrift: warning: {default} of {len(refs)} features have fewer than {baseline.calibration.min_days} "
+              "days with data: their thresholds are defaults, with no known false-alarm rate "
+              f"(freeze at least {baseline.calibration.min_days} days with data for the configured rate)",
+              file=sys.stderr)
     return 0
 
 
@@ -87,28 +136,82 @@ def list_baselines(args: argparse.Namespace) -> int:
     settings = settings_from(args.config)
     store = _drift_store(settings)
     try:
-        found = store.list_baselines()
+        found, bad = store.list_baselines()
     finally:
         store.store.close()
     if args.format == "json":
         for b in found:
             sys.stdout.write(json.dumps({"name": b.name, "version": b.version, "created_at": b.created_at,
                                          "days": list(b.days), "apps": list(b.apps)}, sort_keys=True) + "\n")
-        return 0
-    print(f"{'name':<20} {'version':<16} {'created':<20} {'days':<23} apps")
-    for b in found:
-        when = datetime.fromtimestamp(b.created_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        print(f"{b.name:<20} {b.version:<16} {when:<20} {b.days[0] + '..' + b.days[-1]:<23} {', '.join(b.apps)}")
+    else:
+        print(f"{'name':<20} {'version':<16} {'created':<20} {'days':<23} apps")
+        for b in found:
+            when = datetime.fromtimestamp(b.created_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            print(f"{b.name:<20} {b.version:<16} {when:<20} {b.days[0] + '..' + b.days[-1]:<23} {', '.join(b.apps)}")
+    if bad:
+        sys.stdout.flush()
+        print(f"ragdrift: error: {bad} stored baseline{'s' if bad > 1 else ''} could not be read (corrupt), skipped",
+              file=sys.stderr)
+        return 1
     return 0
 
 
+def show_baseline(args: argparse.Namespace) -> int:
+    from agent.core.drift.contents import describe
+
+    name, _, version = args.baseline.partition("@")
+    name = _name(name, "NAME")
+    version = _version(version, "VERSION") if version else None
+    settings = settings_from(args.config)
+    store = _drift_store(settings)
+    try:
+        baseline = _load(store, name, version)
+    finally:
+        store.store.close()
+    shown = describe(baseline)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(shown, sort_keys=True) + "\n")
+        return 0
+    days, q = shown["days"], shown["queries"]
+    print(f"baseline {baseline.name} {baseline.version}: {days['count']} days, {days['first']} to {days['last']}; "
+          f"{baseline.n_bins} bins, at most {baseline.max_categories} categories; "
+          f"false-alarm rate {baseline.calibration.rate:.4g} per window")
+    if q is not None:
+        v = q["vocabulary"]
+        print(f"vocabulary: about {v['terms']} terms in {v['bits']} bits ({v['hashes']} hashes), "
+              f"false-positive rate {v['false_positive_rate']:.3g}; {q['clusters']} query clusters")
+    for app, held in shown["apps"].items():
+        for kind in ("numeric", "mixes"):
+            for feature, r in held[kind].items():
+                print(f"{app} {feature}:")
+                if kind == "numeric":
+                    print(f"  grid {r['grid']['digest']}; edges {_numbers(r['edges'])}")
+                    print(f"  centres {_numbers(r['centres'])}")
+                else:
+                    print(f"  categories {', '.join(r['categories'])}")
+                print(f"  counts {' '.join(map(str, r['counts']))}")
+                for stat, t in r["thresholds"].items():
+                    rate = t["expected_false_alarm_rate"]
+                    at = " ".join(f"{n}:{v:.4g}" for n, v in zip(t["sizes"], t["values"]))
+                    print(f"  {stat:<12} {at}  (false alarms {'unknown' if rate is None else f'{rate:.4g}'}; "
+                          f"{t['reason']})")
+    return 0
+
+
+def _numbers(values) -> str:
+    return " ".join(f"{v:.6g}" for v in values)
+
+
 def drift_report(args: argparse.Namespace) -> int:
-    from agent.core.drift import evaluate
+    from agent.core.drift import evaluate, grid_mismatches
+    from agent.core.drift.contents import finding_record
     from agent.core.drift.days import window
 
     settings = settings_from(args.config)
     if args.day and (args.first or args.last):
         raise UsageError("give --day or --from/--to, not both")
+    name = _name(args.baseline, "--baseline") if args.baseline else None
+    version = _version(args.version, "--version") if args.version else None
     store = _drift_store(settings)
     try:
         group = settings.kafka.group_id
@@ -119,26 +222,25 @@ def drift_report(args: argparse.Namespace) -> int:
             first = last = _day(args.day, "--day") if args.day else store.last_day(group)
             if first is None:
                 raise UsageError("no drift counts stored yet")
-        try:
-            baseline = store.load_baseline(args.baseline, args.version)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        if baseline is None:
-            which = f" {args.baseline!r}" if args.baseline else ""
-            raise UsageError(f"no baseline{which} stored: freeze one with `ragdrift baseline freeze`")
+        baseline = _load(store, name, version)
         days = store.stored_days(group, first, last)
     finally:
         store.store.close()
     if not days:
         raise UsageError(f"no drift counts stored from {first or 'the first day'} to {last or 'the last day'}")
-    findings = evaluate(baseline, window(days))
+    counts = window(days)
+    mismatched = grid_mismatches(baseline, counts)
+    if mismatched:
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise UsageError(f"not compared: {mismatched[0]}{more}; judge days counted on the baseline's grids, "
+                         "or freeze a baseline from days counted on the current ones")
+    findings = evaluate(baseline, counts)
     span = f"{min(days)}..{max(days)}" if len(days) > 1 else min(days)
     if args.format == "json":
         for f in findings:
-            sys.stdout.write(json.dumps({"baseline": baseline.name, "version": baseline.version, "window": span,
-                                         "app": f.app, "feature": f.feature, "stat": f.stat, "value": f.value,
-                                         "threshold": f.threshold, "alarm": f.alarm, "n": f.n,
-                                         "calibrated": f.calibrated}, sort_keys=True) + "\n")
+            record = {"baseline": baseline.name, "version": baseline.version, "window": span,
+                      **finding_record(baseline, f)}
+            sys.stdout.write(json.dumps(record, sort_keys=True) + "\n")
         return 0
     print(f"window {span} against baseline {baseline.name} {baseline.version}")
     print(f"{'app':<16} {'feature':<20} {'stat':<12} {'value':>10} {'threshold':>10} {'alarm':<5} {'n':>8}  calibrated")

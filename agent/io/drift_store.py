@@ -142,23 +142,39 @@ class DriftStore:
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot store the baseline: {exc.__class__.__name__}") from exc
 
-    def list_baselines(self) -> list[StoredBaseline]:
-        """Every stored baseline, oldest first."""
+    def list_baselines(self) -> tuple[list[StoredBaseline], int]:
+        """Every stored baseline that reads back whole, oldest first, and how many did not (skipped)."""
         b = self.baselines.c
-        out = []
+        out, bad = [], 0
         for row in self.store.read(select(self.baselines).order_by(b.created_at, b.name, b.version)):
-            doc = orjson.loads(row.baseline)
-            out.append(StoredBaseline(row.name, row.version, row.created_at, tuple(doc["days"]),
-                                      tuple(sorted(doc["apps"]))))
-        return out
+            try:
+                found = _parse(row)
+            except ValueError:
+                bad += 1
+                continue
+            out.append(StoredBaseline(row.name, row.version, row.created_at, found.days, tuple(sorted(found.apps))))
+        return out, bad
 
     def load_baseline(self, name: str | None = None, version: str | None = None) -> Baseline | None:
-        """A stored baseline: the newest of `name` (or of all), or that exact version."""
+        """A stored baseline: the newest of `name` (or of all), or that exact version; ValueError when its
+        stored document does not read back whole."""
         b = self.baselines.c
-        query = select(b.baseline)
+        query = select(b.name, b.version, b.baseline)
         if name is not None:
             query = query.where(b.name == name)
         if version is not None:
             query = query.where(b.version == version)
         rows = self.store.read(query.order_by(b.created_at.desc(), b.version.desc()).limit(1))
-        return Baseline.from_dict(orjson.loads(rows[0].baseline)) if rows else None
+        return _parse(rows[0]) if rows else None
+
+
+def _parse(row) -> Baseline:
+    """A stored row's baseline, or ValueError naming the row (not its content) when it is corrupt:
+    not JSON, missing or malformed fields, content not matching the version, or another name or version."""
+    try:
+        found = Baseline.from_dict(orjson.loads(row.baseline))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        found = None
+    if found is None or (found.name, found.version) != (row.name, row.version):
+        raise ValueError(f"stored baseline {row.name!r} {row.version} is corrupt: it does not read back whole")
+    return found

@@ -13,6 +13,12 @@ replica, like the other window gauges: the agent loop hands the counts its
 partitions hold to `judge_recent` every `RECENT_SECONDS`, which evaluates them
 against the baseline the last refresh loaded.
 
+A numeric feature a window counted on another grid than the baseline's bins
+(the configured grid changed since the baseline was frozen) is never compared:
+it is left out of the findings, counted per window in
+`ragdrift_drift_grid_mismatch`, and logged in one line when the set of such
+features changes.
+
 Label values are bounded: apps are the baseline's (frozen), features, stats
 and windows are fixed sets. Without a stored baseline nothing is exported
 (`absent(ragdrift_drift_baseline_info)` tells).
@@ -28,7 +34,7 @@ from datetime import datetime, timedelta, timezone
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from agent.core.drift import Baseline, DayData, Finding, evaluate
+from agent.core.drift import Baseline, DayData, Finding, GridMismatch, evaluate, grid_mismatches
 from agent.core.drift.days import window as summed
 from agent.io.drift_store import DriftStore
 from agent.io.periodic import Periodic
@@ -44,6 +50,7 @@ WINDOWS = ("5m", "1h", "today", "yesterday")
 class DriftStatus:
     baseline: tuple[str, str] | None = None  # (name, version) of the baseline in use
     findings: tuple[tuple[str, Finding], ...] = ()  # (window, finding)
+    mismatches: tuple[tuple[str, GridMismatch], ...] = ()  # (window, a feature left out: counted on another grid)
 
 
 def windows_of(now: float) -> dict[str, str]:
@@ -62,18 +69,19 @@ def judge(store: DriftStore, group_id: str, now: float) -> tuple[Baseline | None
         return None, DriftStatus()
     days = windows_of(now)
     stored = store.stored_days(group_id, min(days.values()), max(days.values()))
-    findings = []
-    for name, day in days.items():
-        if day in stored:
-            findings += [(name, f) for f in evaluate(baseline, summed({day: stored[day]}))]
-    return baseline, DriftStatus((baseline.name, baseline.version), tuple(findings))
+    windows = {name: summed({day: stored[day]}) for name, day in days.items() if day in stored}
+    findings, mismatches = judge_windows(baseline, windows)
+    return baseline, DriftStatus((baseline.name, baseline.version), findings, mismatches)
 
 
-def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData]) -> tuple[tuple[str, Finding], ...]:
-    """Findings of in-memory windows (window label -> app -> counts) against a baseline."""
+def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData]):
+    """Findings of windows (window label -> app -> counts) against a baseline, and the features left out
+    because a window counted them on another grid: ((window, Finding), ...), ((window, GridMismatch), ...)."""
     if baseline is None:
-        return ()
-    return tuple((name, f) for name, counts in windows.items() for f in evaluate(baseline, counts))
+        return (), ()
+    findings = tuple((name, f) for name, counts in windows.items() for f in evaluate(baseline, counts))
+    mismatches = tuple((name, m) for name, counts in windows.items() for m in grid_mismatches(baseline, counts))
+    return findings, mismatches
 
 
 class DriftWatch(Periodic):
@@ -87,13 +95,28 @@ class DriftWatch(Periodic):
         self.status = DriftStatus()
         self.baseline: Baseline | None = None  # the one the last refresh loaded
         self.recent: tuple[tuple[str, Finding], ...] = ()  # the sub-day windows' findings (judge_recent)
+        self.recent_mismatches: tuple[tuple[str, GridMismatch], ...] = ()
+        self._logged: frozenset = frozenset()  # the mismatches last logged, so a lasting one logs once
 
     def judge_recent(self, windows: Mapping[str, DayData]) -> None:
         """Evaluate the replica's sub-day windows against the loaded baseline (called by the agent loop)."""
-        self.recent = judge_windows(self.baseline, windows)
+        self.recent, self.recent_mismatches = judge_windows(self.baseline, windows)
+        self._log_mismatches()
 
     def reload(self) -> None:
         self.baseline, self.status = judge(self.store, self.group_id, self.clock())
+        self._log_mismatches()
+
+    def _log_mismatches(self) -> None:
+        """One line when the features left out for their grid change (not on every refresh)."""
+        found = self.recent_mismatches + self.status.mismatches
+        now = frozenset((m.app, m.feature) for _, m in found)
+        if now and now != self._logged:
+            windows = sorted({w for w, _ in found})
+            log.warning("drift: %d features not compared with baseline %s, counted on another grid in window %s "
+                        "(first: %s); freeze a baseline from days counted on the configured grids", len(now),
+                        self.baseline.version if self.baseline else "-", ", ".join(windows), found[0][1])
+        self._logged = now
 
 
 class DriftCollector:
@@ -108,7 +131,8 @@ class DriftCollector:
     def collect(self) -> Iterator[Metric]:
         status = self.watch.status
         if status.baseline is not None:
-            status = DriftStatus(status.baseline, self.watch.recent + status.findings)
+            status = DriftStatus(status.baseline, self.watch.recent + status.findings,
+                                 self.watch.recent_mismatches + status.mismatches)
         return self._render(status)
 
     def _render(self, status: DriftStatus) -> Iterator[Metric]:
@@ -123,13 +147,24 @@ class DriftCollector:
         events = GaugeMetricFamily("ragdrift_drift_window_values",
                                    "Values the statistic was computed on (events, or results for per-result features).",
                                    labels=labels)
+        rate = GaugeMetricFamily("ragdrift_drift_expected_false_alarm_rate",
+                                 "Share of undrifted windows expected to alarm at the threshold (calibrated only).",
+                                 labels=labels)
         for window, f in status.findings:
             key = [f.app, f.feature, f.stat, window]
             value.add_metric(key, f.value)
             limit.add_metric(key, f.threshold)
             fired.add_metric(key, 1.0 if f.alarm else 0.0)
             events.add_metric(key, f.n)
-        yield from (value, limit, fired, events)
+            if f.rate is not None:
+                rate.add_metric(key, f.rate)
+        mismatched = GaugeMetricFamily("ragdrift_drift_grid_mismatch",
+                                       "Numeric features of the window not compared: counted on another grid "
+                                       "than the baseline's.", labels=["window"])
+        if status.baseline is not None:
+            for window in WINDOWS:
+                mismatched.add_metric([window], sum(w == window for w, _ in status.mismatches))
+        yield from (value, limit, fired, events, rate, mismatched)
         info = GaugeMetricFamily("ragdrift_drift_baseline_info", "The baseline drift is evaluated against (1).",
                                  labels=["name", "version"])
         if status.baseline is not None:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import orjson
 import pytest
+from sqlalchemy import delete
 
 from agent import synth
 from agent.core.config import CoreConfig
 from agent.core.drift import freeze
+from agent.core.drift import DEFAULT_GRIDS, Grid, Grids
 from agent.core.drift.days import DriftConfig, DriftDays, counts_of, window
+from agent.core.drift.features import CONTENT_AGE, GRIDS, MIXED_GRID, TOP1_SCORE
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
 from agent.io.drift_store import TABLES, DriftStore
@@ -85,8 +89,9 @@ def test_baselines_are_stored_once_per_version_and_never_changed(drift):
     other = freeze({**days, "2026-03-04": window(expected(LINES[300:]))}, name="launch")
     assert other.version != first.version
     assert drift.save_baseline(other, now=3.0)
-    assert [(b.name, b.version) for b in drift.list_baselines()] == [("launch", first.version),
-                                                                     ("launch", other.version)]
+    listed, bad = drift.list_baselines()
+    assert [(b.name, b.version) for b in listed] == [("launch", first.version), ("launch", other.version)]
+    assert bad == 0
     assert drift.load_baseline("launch") == other  # the newest version of the name
     assert drift.load_baseline("launch", first.version) == first
     assert drift.load_baseline("nope") is None
@@ -94,3 +99,40 @@ def test_baselines_are_stored_once_per_version_and_never_changed(drift):
 
 def _refuse(conn):
     raise StoreError("refused")
+
+
+def test_a_corrupt_stored_baseline_is_skipped_and_counted_and_never_loaded(drift):
+    days = {f"2026-03-0{d + 1}": window(expected(LINES[d * 100:(d + 1) * 100])) for d in range(3)}
+    good = freeze(days, name="good")
+    drift.save_baseline(good, now=1.0)
+    edited = good.to_dict() | {"n_bins": 99}  # content that no longer matches its version
+    rows = [("notjson", "0" * 16, b"{not json"), ("edited", good.version, orjson.dumps(edited)),
+            ("renamed", good.version, good.to_json()), ("partial", "1" * 16, b'{"format": 1}')]
+    with drift.store.engine.begin() as conn:
+        conn.execute(drift.baselines.insert(), [{"name": n, "version": v, "created_at": 2.0, "baseline": doc}
+                                                for n, v, doc in rows])
+    listed, bad = drift.list_baselines()
+    assert [b.name for b in listed] == ["good"] and bad == len(rows)
+    for name, version, _ in rows:
+        with pytest.raises(ValueError, match=f"stored baseline '{name}' {version} is corrupt"):
+            drift.load_baseline(name, version)
+
+
+def test_days_record_their_grids_and_days_stored_without_them_still_load(drift):
+    box = Outbox()
+    narrow = Grids(by_feature={TOP1_SCORE: Grid(0.0, 1.0, 100)})
+    for config, lines in ((DriftConfig(), LINES[:100]), (DriftConfig(narrow), LINES[100:200])):
+        state = PartitionState(CoreConfig(), drift=config)
+        for line in lines:
+            state.process(line)
+        box.take(state)
+        checkpoint(drift, 0, 100, box)
+    (day,) = {d for d in drift.stored_days(GROUP)}
+    counted = drift.stored_days(GROUP)[day]
+    assert counted and all(c.grids[TOP1_SCORE] == MIXED_GRID for c in counted.values())  # two grids in one day
+    assert all(c.grids[CONTENT_AGE] == DEFAULT_GRIDS[CONTENT_AGE].digest for c in counted.values())
+    with drift.store.engine.begin() as conn:  # as a store written before grids were recorded holds them
+        conn.execute(delete(drift.days).where(drift.days.c.feature == GRIDS))
+    legacy = drift.stored_days(GROUP)[day]
+    assert {a: (c.numeric, c.mixes) for a, c in legacy.items()} == {a: (c.numeric, c.mixes) for a, c in counted.items()}
+    assert all(c.grids == {} for c in legacy.values())

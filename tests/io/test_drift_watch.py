@@ -9,8 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.core.config import CoreConfig
-from agent.core.drift import evaluate, freeze
+from agent.core.drift import Grid, Grids, evaluate, freeze
 from agent.core.drift.days import DriftConfig, recent_windows, window
+from agent.core.drift.features import TOP1_SCORE
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
 from agent.io.drift_store import TABLES, DriftStore
@@ -126,4 +127,32 @@ def test_windows_are_utc_days():
 
 def test_describe_names_every_family():
     names = {m.name for m in DriftCollector(DriftWatch.__new__(DriftWatch)).describe()}
-    assert names == set(FAMILIES) | {"ragdrift_drift_baseline_info"}
+    assert names == set(FAMILIES) | {"ragdrift_drift_baseline_info", "ragdrift_drift_expected_false_alarm_rate",
+                                     "ragdrift_drift_grid_mismatch"}
+
+
+def test_windows_counted_on_another_grid_are_not_compared_but_counted_and_logged_once(drift, tmp_path, caplog):
+    baseline = freeze(drift.stored_days(GROUP, "2026-03-01", "2026-03-07"), "launch")  # the default grids
+    other = DriftStore(Store(f"sqlite:///{tmp_path}/other.db", None, TABLES))
+    other.save_baseline(baseline, now=1.0)
+    narrow = DriftConfig(Grids(by_feature={TOP1_SCORE: Grid(0.0, 1.0, 100)}))  # the configured grid changed
+    state, box = PartitionState(CoreConfig(), drift=narrow), Outbox()
+    for line in generate(PER_DAY, seed=8, start=DAY0 + timedelta(days=8), rate=1.0):
+        state.process(line)
+    box.take(state)
+    other.store.save(GROUP, [Checkpoint("t", 0, PER_DAY, {"v": 1})], [other.writes(GROUP, [box.drift])])
+    watch = DriftWatch(other, GROUP, clock=lambda: NOW)
+    with caplog.at_level("WARNING", logger="ragdrift.drift"):
+        watch.refresh()
+        watch.refresh()
+    lines = [r for r in caplog.records if "not compared" in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0].getMessage()
+    got = samples(watch)
+    apps = {dict(k)["app"] for k in got["ragdrift_drift_statistic"]}
+    assert apps and not any(dict(k)["feature"] == TOP1_SCORE for k in got["ragdrift_drift_statistic"])
+    assert any(dict(k)["feature"] == "content_age_days" for k in got["ragdrift_drift_statistic"])
+    mismatched = {dict(k)["window"]: v for k, v in got["ragdrift_drift_grid_mismatch"].items()}
+    assert mismatched == {"5m": 0, "1h": 0, "today": len(apps), "yesterday": 0}
+    rates = got["ragdrift_drift_expected_false_alarm_rate"]
+    assert rates and set(rates.values()) == {baseline.calibration.rate}
+    other.store.close()
