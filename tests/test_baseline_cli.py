@@ -5,16 +5,24 @@ fed by eight days of generated traffic through PartitionState and the outbox
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 import yaml
+from scipy.spatial.distance import jensenshannon
+from scipy.stats import chi2_contingency, ks_2samp, wasserstein_distance
+from sqlalchemy import delete
 
 from agent.cli import main
 from agent.core.config import CoreConfig
+from agent.core.drift import DEFAULT_GRIDS
 from agent.core.drift.days import DriftConfig
+from agent.core.drift.features import GRIDS
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
+from agent.io.drift_settings import drift_config
 from agent.io.drift_store import TABLES, DriftStore
 from agent.io.settings import load
 from agent.io.store import Checkpoint, Store
@@ -108,3 +116,159 @@ def test_drift_without_a_baseline_or_days_is_a_usage_error(tmp_path, capsys):
     assert code == 2 and "no drift counts stored yet" in err
     code, _, err = run(capsys, "drift", "--config", str(path), "--day", "2026-03-01")
     assert code == 2 and "no baseline stored" in err
+
+
+def _stored(config, tmp_path, extra: dict | None = None):
+    """A copy of the module's store (so a test may spoil it) and a config naming it, with `extra` settings."""
+    url = f"sqlite:///{tmp_path}/state.db"
+    if not (tmp_path / "state.db").exists():
+        shutil.copy(load(config).store.url.removeprefix("sqlite:///"), tmp_path / "state.db")
+    path = tmp_path / f"ragdrift-{len(list(tmp_path.glob('*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump({"store": {"url": url}, **(extra or {})}))
+    return path, DriftStore(Store(url, None, TABLES))
+
+
+def _freeze(capsys, config, name="launch", first="2026-03-01", last="2026-03-07") -> str:
+    code, out, err = run(capsys, "baseline", "freeze", "--config", str(config), "--name", name,
+                         "--from", first, "--to", last)
+    assert code == 0, err
+    return out.split()[1].rstrip(":")
+
+
+def test_show_prints_what_a_baseline_holds(config, capsys):
+    version = _freeze(capsys, config)
+    code, out, _ = run(capsys, "baseline", "show", f"launch@{version}", "--config", str(config), "--format", "json")
+    assert code == 0
+    shown = json.loads(out)
+    assert (shown["name"], shown["version"]) == ("launch", version)
+    assert shown["days"] == {"first": "2026-03-01", "last": "2026-03-07", "count": 7}
+    assert shown["calibration"]["rate"] == pytest.approx(1 / 30)
+    q = shown["queries"]
+    assert q["clusters"] == 8 and q["vocabulary"]["bits"] == 1 << 20 and q["vocabulary"]["hashes"] == 7
+    assert 0 < q["vocabulary"]["terms"] < 100_000 and 0 < q["vocabulary"]["false_positive_rate"] < 1e-6
+    for app, held in shown["apps"].items():
+        top1 = held["numeric"]["top1_score"]
+        assert len(top1["edges"]) == len(top1["counts"]) - 1 == len(top1["centres"]) - 1
+        assert top1["edges"] == sorted(top1["edges"]) and top1["grid"]["digest"] == DEFAULT_GRIDS["top1_score"].digest
+        assert set(top1["thresholds"]) == {"psi", "js", "ks", "wasserstein"}
+        for t in top1["thresholds"].values():
+            assert t["calibrated"] and t["expected_false_alarm_rate"] == pytest.approx(1 / 30)
+            assert "calibrated on 7 days" in t["reason"] and "log-normal tail" in t["reason"]
+            assert len(t["sizes"]) == len(t["values"]) == len(t["samples"])
+        source = held["mixes"]["source"]
+        assert source["categories"][-1] == "other" and len(source["categories"]) == len(source["counts"])
+        assert set(source["thresholds"]) == {"psi", "chi2_p"}
+    code, table, _ = run(capsys, "baseline", "show", "launch", "--config", str(config))
+    assert code == 0 and f"baseline launch {version}: 7 days, 2026-03-01 to 2026-03-07" in table
+    assert "query clusters" in table and "false alarms 0.03333" in table and " edges " in table
+
+
+def test_show_of_a_missing_or_misnamed_baseline_is_a_usage_error(config, capsys):
+    for argv, said in ((["nope"], "no baseline 'nope' stored"),
+                       (["launch@0123456789abcdef"], "no baseline 'launch' version 0123456789abcdef stored"),
+                       (["launch@xyz"], "16 lowercase hex digits"), (["a b"], "a baseline name is")):
+        code, out, err = run(capsys, "baseline", "show", *argv, "--config", str(config))
+        assert code == 2 and out == "" and said in err and err.count("\n") == 1, err
+
+
+def test_drift_json_holds_what_each_statistic_is_computed_from(config, capsys):
+    _freeze(capsys, config)
+    code, out, _ = run(capsys, "drift", "--config", str(config), "--baseline", "launch", "--format", "json")
+    assert code == 0
+    findings = [json.loads(line) for line in out.splitlines()]
+    assert {f["stat"] for f in findings} == {"psi", "js", "ks", "wasserstein", "chi2_p"}
+    for f in findings:
+        q, b = np.array(f["counts"], dtype=float), f["baseline"]
+        p = np.array(b["counts"], dtype=float)
+        assert len(q) == len(p) and q.sum() == f["n"]
+        a, c = np.maximum(p / p.sum(), 1e-4), np.maximum(q / q.sum(), 1e-4)
+        if f["stat"] == "psi":
+            expected = np.sum((c - a) * np.log(c / a))
+        elif f["stat"] == "js":
+            expected = jensenshannon(p, q, base=2)
+        elif f["stat"] == "ks":
+            bins = np.arange(len(p))
+            expected = ks_2samp(np.repeat(bins, p.astype(int)), np.repeat(bins, q.astype(int))).statistic
+        elif f["stat"] == "wasserstein":
+            assert len(b["edges"]) == len(p) - 1
+            expected = wasserstein_distance(b["centres"], b["centres"], p, q)
+        else:
+            assert len(b["categories"]) == len(p)
+            table = np.array([p, q])
+            expected = chi2_contingency(table[:, table.sum(axis=0) > 0], correction=False).pvalue
+        assert f["value"] == pytest.approx(expected, rel=1e-9, abs=1e-12), f
+        assert f["alarm"] == (f["value"] < f["threshold"] if f["stat"] == "chi2_p" else f["value"] > f["threshold"])
+        assert f["expected_false_alarm_rate"] == (pytest.approx(1 / 30) if f["calibrated"] else None)
+
+
+def test_a_corrupt_stored_baseline_is_skipped_by_list_with_an_error_at_the_end(config, tmp_path, capsys):
+    path, store = _stored(config, tmp_path)
+    _freeze(capsys, path, "kept")
+    with store.store.engine.begin() as conn:
+        conn.execute(store.baselines.insert(), [{"name": "spoilt", "version": "0" * 16, "created_at": 0.0,
+                                                 "baseline": b'{"format": 1, "apps": '}])
+    store.store.close()
+    for fmt in ("table", "json"):
+        code, out, err = run(capsys, "baseline", "list", "--config", str(path), "--format", fmt)
+        assert code == 1 and "kept" in out and "spoilt" not in out
+        assert err == "ragdrift: error: 1 stored baseline could not be read (corrupt), skipped\n"
+    code, _, err = run(capsys, "drift", "--config", str(path), "--baseline", "spoilt")
+    assert code == 2 and "is corrupt" in err and err.count("\n") == 1
+
+
+def test_baseline_names_are_validated_before_the_store_sees_them(config, capsys):
+    for name in ("x" * 256, "a b", "@v", "../up", "-dash", "", "tab\there"):
+        code, out, err = run(capsys, "baseline", "freeze", "--config", str(config), f"--name={name}",
+                             "--from", "2026-03-01", "--to", "2026-03-07")
+        assert code == 2 and out == "" and "a baseline name is 1 to 255" in err and err.count("\n") == 1, name
+        assert name not in err or len(name) < 40
+        code, _, err = run(capsys, "drift", "--config", str(config), f"--baseline={name}")
+        assert code == 2 and "a baseline name is" in err
+    assert _freeze(capsys, config, "v2.launch_" + "x" * 245)  # 255 characters
+
+
+@pytest.mark.postgres
+def test_a_long_baseline_name_is_a_usage_error_on_postgresql(config, pg_url, tmp_path, capsys):
+    path = tmp_path / "ragdrift.yaml"
+    path.write_text(yaml.safe_dump({"store": {"url": pg_url}}))
+    code, _, err = run(capsys, "baseline", "freeze", "--config", str(path), "--name", "x" * 300,
+                       "--from", "2026-03-01", "--to", "2026-03-07")
+    assert code == 2 and "a baseline name is 1 to 255" in err
+
+
+def test_a_short_baseline_freezes_with_a_warning_that_its_thresholds_are_defaults(config, capsys):
+    code, out, err = run(capsys, "baseline", "freeze", "--config", str(config), "--name", "short",
+                         "--from", "2026-03-01", "--to", "2026-03-05")
+    assert code == 0 and out.rstrip().endswith("stored")
+    assert err.startswith("ragdrift: warning: ") and "fewer than 7 days with data" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "baseline", "freeze", "--config", str(config), "--name", "week",
+                       "--from", "2026-03-01", "--to", "2026-03-07")
+    assert code == 0 and err == ""
+
+
+def test_days_counted_on_another_grid_are_never_compared(config, tmp_path, capsys):
+    narrow = {"drift": {"grids": {app: {"top1_score": {"lo": 0.0, "hi": 1.0, "cells": 100}}
+                                  for app in ("hr-assistant", "support-bot", "docs-search")}}}
+    path, store = _stored(config, tmp_path, narrow)
+    settings = load(path)
+    code, _, err = run(capsys, "baseline", "freeze", "--config", str(path), "--name", "narrow",
+                       "--from", "2026-03-01", "--to", "2026-03-07")
+    assert code == 2 and "counted on grid" in err and "the configured grid is" in err and err.count("\n") == 1
+    wide, _ = _stored(config, tmp_path)
+    _freeze(capsys, wide, "wide")  # ... this one from the days as stored on the default grids
+    state, box = PartitionState(CoreConfig(), drift=drift_config(settings.drift)), Outbox()
+    for line in generate(PER_DAY, seed=9, start=DAY0 + timedelta(days=8), rate=1.0):
+        state.process(line)
+    box.take(state)  # a day counted after the grid changed
+    store.store.save(settings.kafka.group_id, [Checkpoint("t", 2, 1, {"v": 1})],
+                     [store.writes(settings.kafka.group_id, [box.drift])])
+    code, out, err = run(capsys, "drift", "--config", str(path), "--day", "2026-03-09")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "not compared: app " in err and ", top1_score: counted on grid " in err and "more)" in err
+    code, _, err = run(capsys, "drift", "--config", str(path), "--from", "2026-03-08", "--to", "2026-03-09")
+    assert code == 2 and "counted on two grids" in err  # the days summed mix two grids
+    with store.store.engine.begin() as conn:  # days stored before grids were recorded still load and compare
+        conn.execute(delete(store.days).where(store.days.c.feature == GRIDS))
+    store.store.close()
+    code, out, _ = run(capsys, "drift", "--config", str(path), "--day", "2026-03-08", "--format", "json")
+    assert code == 0 and any(json.loads(line)["feature"] == "top1_score" for line in out.splitlines())

@@ -210,8 +210,8 @@ def drift_report(args: argparse.Namespace) -> int:
     settings = settings_from(args.config)
     if args.day and (args.first or args.last):
         raise UsageError("give --day or --from/--to, not both")
-    name = _name(args.baseline, "--baseline") if args.baseline else None
-    version = _version(args.version, "--version") if args.version else None
+    name = None if args.baseline is None else _name(args.baseline, "--baseline")
+    version = None if args.version is None else _version(args.version, "--version")
     store = _drift_store(settings)
     try:
         group = settings.kafka.group_id
