@@ -23,7 +23,7 @@ from agent.core.drift.days import DriftConfig, merge, recent_windows
 from agent.core.state import Baseline as Shared
 from agent.core.state import PartitionState
 from agent.synth import Incident, generate
-from tests.generated_days import DAY0, day_counts, generated_days
+from tests.generated_days import DAY0, generated_days
 
 BASELINE_DAYS = 7
 CLEAN_DAYS = 14
@@ -43,22 +43,28 @@ SEED = 1000  # day d is the generator's stream SEED + d
 
 
 @pytest.fixture(scope="module")
-def baseline():
-    return freeze(generated_days(BASELINE_DAYS, PER_DAY, SEED), "traffic")
+def days():
+    """The baseline's days, then the clean days: day d from the generator's stream SEED + d."""
+    return generated_days(BASELINE_DAYS + CLEAN_DAYS, PER_DAY, SEED)
+
+
+@pytest.fixture(scope="module")
+def baseline(days):
+    return freeze({d: days[d] for d in sorted(days)[:BASELINE_DAYS]}, "traffic")
 
 
 RATE_CONFIGURED = Calibration().rate
 
 
-def test_clean_days_raise_no_more_false_alarms_than_calibrated(baseline):
+def test_clean_days_raise_no_more_false_alarms_than_calibrated(baseline, days):
     alarms: dict[tuple[str, str, str], int] = {}  # (app, feature, stat) -> clean days it alarmed on
-    for d in range(BASELINE_DAYS, BASELINE_DAYS + CLEAN_DAYS):
-        (counts,) = day_counts(d, PER_DAY, SEED + d).values()
-        for f in evaluate(baseline, counts):
+    for day in sorted(days)[BASELINE_DAYS:]:
+        for f in evaluate(baseline, days[day]):
             alarms[(f.app, f.feature, f.stat)] = alarms.get((f.app, f.feature, f.stat), 0) + f.alarm
     # With D baseline days the day-size threshold lies beyond the extreme of D
     # leave-one-out values: a predictive log-normal tail for the configured rate
-    # (calibrate.py). The total is held to the configured count, the issue's figure.
+    # (calibrate.py). The total is held to at most the configured count (43 of
+    # 53.2: 0.81; the thresholds are conservative, not tight).
     # A series is also held to the extreme's law, which holds whatever the tail
     # model: a new day exceeds the extreme with probability p ~ Beta(1, D), so one
     # series' count is at most beta-binomial (exceeded with chance SURPRISE).
@@ -77,6 +83,20 @@ def test_clean_days_raise_no_more_false_alarms_than_calibrated(baseline):
           f"per series at most {each} of {n}")
     assert total <= configured
     assert max(alarms.values()) <= each, max(alarms.items(), key=lambda kv: kv[1])
+
+
+@pytest.mark.parametrize("length", [BASELINE_DAYS, 10, 14])
+def test_longer_baselines_raise_no_more_false_alarms_than_calibrated(days, length):
+    """Baselines of the last `length` of the same days, the days before them clean: at most the configured count
+    (measured: 26 of 53.2 for 7 days, 23 of 41.8 for 10, 13 of 26.6 for 14)."""
+    order = sorted(days)
+    baseline = freeze({d: days[d] for d in order[-length:]}, "later")
+    findings = [f for day in order[:-length] for f in evaluate(baseline, days[day])]
+    series = {(f.app, f.feature, f.stat) for f in findings}
+    configured = len(series) * (len(order) - length) * RATE_CONFIGURED
+    total = sum(f.alarm for f in findings)
+    print(f"\n{length}-day baseline, {len(order) - length} clean days: {total} false alarms, {configured:.1f} configured")
+    assert total <= configured
 
 
 def test_each_incident_raises_its_alarm_within_the_hour(baseline):

@@ -143,8 +143,10 @@ class Bins:
         count of exactly 10) becomes a bin of its own, cut on both sides, so a
         window moving mass just below or above it stays visible; the bins
         beside it may then hold no baseline mass. A bin's centre is the
-        baseline's mean in it (count-weighted fine-cell midpoints); a bin with
-        no baseline mass takes the midpoint of its edges clamped to [lo, hi].
+        count-weighted mean of its fine cells' midpoints (`Grid.midpoints`:
+        arithmetic in x, lo for the underflow, hi for the overflow), within
+        a fine cell of the baseline's mean in the bin; a bin with no baseline
+        mass takes the midpoint of its edges clamped to [lo, hi].
         No data: one bin, centred at (lo + hi) / 2.
         """
         if n_bins < 1:

@@ -19,7 +19,8 @@ Conventions (each matches the scipy function named, to 1e-9, in the tests):
   edges; equals scipy.stats.ks_2samp on samples that put each count at its bin.
 - wasserstein: W1 between the two distributions placed on the bin `centres`:
   scipy.stats.wasserstein_distance(centres, centres, p, q). Units: the
-  feature's. The centres convention is in bins.py (the baseline's mean per bin).
+  feature's. The centres convention is in bins.py (the count-weighted mean of
+  the bin's fine-cell midpoints).
 - chi2_p: p-value of Pearson's chi-square test of homogeneity on the 2 x k table
   [p; q], columns empty on both sides dropped, dof = k' - 1, without Yates'
   continuity correction whatever k' is (scipy's `correction=True` applies it
