@@ -27,6 +27,7 @@ and windows are fixed sets. Without a stored baseline nothing is exported
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ class DriftCollector:
                                    "Values the statistic was computed on (events, or results for per-result features).",
                                    labels=labels)
         rate = GaugeMetricFamily("ragdrift_drift_expected_false_alarm_rate",
-                                 "Share of undrifted windows expected to alarm at the threshold (calibrated only).",
+                                 "Share of undrifted windows expected to alarm at the threshold (NaN: a default one).",
                                  labels=labels)
         for window, f in status.findings:
             key = [f.app, f.feature, f.stat, window]
@@ -156,8 +157,7 @@ class DriftCollector:
             limit.add_metric(key, f.threshold)
             fired.add_metric(key, 1.0 if f.alarm else 0.0)
             events.add_metric(key, f.n)
-            if f.rate is not None:
-                rate.add_metric(key, f.rate)
+            rate.add_metric(key, math.nan if f.rate is None else f.rate)
         mismatched = GaugeMetricFamily("ragdrift_drift_grid_mismatch",
                                        "Numeric features of the window not compared: counted on another grid "
                                        "than the baseline's.", labels=["window"])
