@@ -160,7 +160,7 @@ def test_show_prints_what_a_baseline_holds(config, capsys):
         assert set(source["thresholds"]) == {"psi", "chi2_p"}
     code, table, _ = run(capsys, "baseline", "show", "launch", "--config", str(config))
     assert code == 0 and f"baseline launch {version}: 7 days, 2026-03-01 to 2026-03-07" in table
-    assert "query clusters" in table and "false alarms 0.03333" in table and " edges " in table
+    assert "query clusters" in table and "expected false alarms 0.03333 per window" in table and " edges " in table
 
 
 def test_show_of_a_missing_or_misnamed_baseline_is_a_usage_error(config, capsys):
@@ -233,7 +233,8 @@ def test_a_long_baseline_name_is_a_usage_error_on_postgresql(pg_url, tmp_path, c
     path = tmp_path / "ragdrift.yaml"
     path.write_text(yaml.safe_dump({"store": {"url": pg_url}}))
     group = load(path).kafka.group_id
-    store, state, box = DriftStore(Store(pg_url, None, TABLES)), PartitionState(CoreConfig(), drift=DriftConfig()), Outbox()
+    store = DriftStore(Store(pg_url, None, TABLES))
+    state, box = PartitionState(CoreConfig(), drift=DriftConfig()), Outbox()
     for line in generate(PER_DAY, seed=0, start=DAY0, rate=1.0):
         state.process(line)
     box.take(state)

@@ -193,7 +193,7 @@ def show_baseline(args: argparse.Namespace) -> int:
                 for stat, t in r["thresholds"].items():
                     rate = t["expected_false_alarm_rate"]
                     at = " ".join(f"{n}:{v:.4g}" for n, v in zip(t["sizes"], t["values"]))
-                    print(f"  {stat:<12} {at}  (false alarms {'unknown' if rate is None else f'{rate:.4g}'}; "
+                    print(f"  {stat:<12} {at}  (expected false alarms {'unknown' if rate is None else f'{rate:.4g} per window'}; "
                           f"{t['reason']})")
     return 0
 

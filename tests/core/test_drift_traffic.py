@@ -95,7 +95,8 @@ def test_longer_baselines_raise_no_more_false_alarms_than_calibrated(days, lengt
     series = {(f.app, f.feature, f.stat) for f in findings}
     configured = len(series) * (len(order) - length) * RATE_CONFIGURED
     total = sum(f.alarm for f in findings)
-    print(f"\n{length}-day baseline, {len(order) - length} clean days: {total} false alarms, {configured:.1f} configured")
+    print(f"\n{length}-day baseline, {len(order) - length} clean days: {total} false alarms, "
+          f"{configured:.1f} configured")
     assert total <= configured
 
 
