@@ -193,8 +193,8 @@ def show_baseline(args: argparse.Namespace) -> int:
                 for stat, t in r["thresholds"].items():
                     rate = t["expected_false_alarm_rate"]
                     at = " ".join(f"{n}:{v:.4g}" for n, v in zip(t["sizes"], t["values"]))
-                    print(f"  {stat:<12} {at}  (expected false alarms {'unknown' if rate is None else f'{rate:.4g} per window'}; "
-                          f"{t['reason']})")
+                    expected = "unknown" if rate is None else f"{rate:.4g} per window"
+                    print(f"  {stat:<12} {at}  (expected false alarms {expected}; {t['reason']})")
     return 0
 
 
