@@ -192,3 +192,46 @@ def test_public_names_are_the_sorted_all():
     classes = [n for n in drift.__all__ if n[0].isupper() and not n.isupper()]
     functions = [n for n in drift.__all__ if n[0].islower()]
     assert drift.__all__ == [*sorted(constants), *sorted(classes), *sorted(functions)]
+
+
+# --------------------------------------------------------------------------- grids
+
+
+def with_grids(c: Counts, grids: dict) -> Counts:
+    return Counts(c.numeric, c.mixes, c.queries, grids)
+
+
+def test_a_feature_counted_on_another_grid_is_never_compared():
+    base = freeze(days())
+    digest = DEFAULT_GRIDS[TOP1_SCORE].digest
+    assert digest == Grid(-1000, 1000, 4000, scale=0.01).digest != Grid(0, 1, 100).digest
+    window = {"search": app_day(np.random.default_rng(9))}
+    legacy = evaluate(base, window)  # no grids recorded (stored before they were): compared as before
+    assert {f.feature for f in legacy} >= {TOP1_SCORE, LATENCY} and not drift.grid_mismatches(base, window)
+    same = {"search": with_grids(window["search"], {TOP1_SCORE: digest, LATENCY: DEFAULT_GRIDS[LATENCY].digest})}
+    assert evaluate(base, same) == legacy
+    for other in (Grid(0, 1, 100).digest, "mixed"):
+        moved = {"search": with_grids(window["search"], {TOP1_SCORE: other})}
+        (found,) = drift.grid_mismatches(base, moved)
+        assert (found.app, found.feature, found.counted, found.expected) == ("search", TOP1_SCORE, other, digest)
+        assert evaluate(base, moved) == [f for f in legacy if f.feature != TOP1_SCORE]
+    assert "counted on two grids" in str(found)
+
+
+def test_freeze_refuses_days_counted_on_another_grid_than_the_configured_one():
+    data = days(d=7)
+    data["2026-03-03"] = {app: with_grids(c, {TOP1_SCORE: DEFAULT_GRIDS[TOP1_SCORE].digest}) for app, c in
+                          data["2026-03-03"].items()}
+    freeze(data)  # recorded and configured grids agree; other days recorded none
+    with pytest.raises(ValueError, match=r"day 2026-03-03: app 'search', top1_score: counted on grid \w{12}, "
+                                         r"the configured grid is \w{12}"):
+        freeze(data, grids=Grids(by_feature={TOP1_SCORE: Grid(-1000, 1000, 2000, scale=0.01)}))
+
+
+def test_findings_carry_the_window_counts_and_the_expected_false_alarm_rate():
+    base = freeze(days())
+    window = {"search": app_day(np.random.default_rng(9))}
+    for f in evaluate(base, window):
+        r = base.apps["search"].numeric.get(f.feature) or base.apps["search"].mixes[f.feature]
+        assert len(f.counts) == len(r.counts) and sum(f.counts) == f.n
+        assert f.rate == (base.calibration.rate if f.calibrated else None)

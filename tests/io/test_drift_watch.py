@@ -153,6 +153,13 @@ def test_windows_counted_on_another_grid_are_not_compared_but_counted_and_logged
     assert any(dict(k)["feature"] == "content_age_days" for k in got["ragdrift_drift_statistic"])
     mismatched = {dict(k)["window"]: v for k, v in got["ragdrift_drift_grid_mismatch"].items()}
     assert mismatched == {"5m": 0, "1h": 0, "today": len(apps), "yesterday": 0}
+    with caplog.at_level("WARNING", logger="ragdrift.drift"):  # the replica's sub-day windows, on the same grid
+        watch.judge_recent(recent_windows([state.drift], (DAY0 + timedelta(days=8, minutes=10)).timestamp()))
+    assert len([r for r in caplog.records if "not compared" in r.getMessage()]) == 1  # the same features: no new line
+    got = samples(watch)
+    mismatched = {dict(k)["window"]: v for k, v in got["ragdrift_drift_grid_mismatch"].items()}
+    assert mismatched == {"5m": len(apps), "1h": len(apps), "today": len(apps), "yesterday": 0}
+    assert not any(dict(k)["feature"] == TOP1_SCORE for k in got["ragdrift_drift_statistic"])
     rates = got["ragdrift_drift_expected_false_alarm_rate"]
     assert rates and set(rates.values()) == {baseline.calibration.rate}
     other.store.close()
