@@ -12,7 +12,10 @@ give the same version and byte-identical JSON (`to_json`: sorted keys).
 mixes on the baseline's categories) and reports one `Finding` per app,
 feature and statistic. Skipped, by design: apps and features the baseline
 lacks (no reference to compare with), features the window has no events for,
-and windows smaller than the threshold's smallest size (too few events).
+windows smaller than the threshold's smallest size (too few events), and
+numeric features the window counted on another grid than the baseline's bins
+(`grid_mismatches`: their cells mean other values). A day's recorded grids
+(`Counts.grids`) are also checked by `freeze` against the configured grids.
 """
 
 from __future__ import annotations
@@ -251,7 +254,7 @@ def grid_mismatches(baseline: Baseline, window: DayData) -> list[GridMismatch]:
         recorded = window[app].grids
         for feature, r in sorted(baseline.apps[app].numeric.items()):
             expected = r.bins.grid.digest
-            if recorded.get(feature, expected) != expected and feature in window[app].numeric:
+            if feature in window[app].numeric and recorded.get(feature, expected) != expected:
                 out.append(GridMismatch(app, feature, recorded[feature], expected))
     return out
 
