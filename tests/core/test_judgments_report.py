@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import stats
 
 from agent.core.judgments import bootstrap_interval
 from agent.core.judgments.labels import Label
@@ -125,10 +126,17 @@ def test_every_metric_of_every_view_by_hand(out, view, stratum, items, weights):
 def test_the_traffic_figures_by_hand(out):
     precision = find(out, "traffic", "all")["metrics"]["precision"]
     assert precision["estimate"] == pytest.approx((2 * 1 / 3 + 1 * 1 / 2) / 3)  # 7/18
-    # the interval: the bootstrap of the same values, weights and strata with the report's seed
-    expected = bootstrap_interval([1 / 3, 1 / 2], np.random.default_rng(0), [2.0, 1.0], resamples=200,
-                                  strata=["app|lexical"] * 2)
-    assert (precision["low"], precision["high"]) == pytest.approx((expected.low, expected.high))
+    # The design's interval by hand. Weights a = (2, 1): only the first item was left to chance,
+    # c = a (a - 1) = (2, 0); X = 3, residual 1/3 - 7/18 = -1/18; leverages h = (2/3, 1/3) undo a
+    # shrinkage r = 1 - 2 (2/3 * 2) / 2 + 5/9 = 2/9: variance 2 (1/18)^2 / 9 / (2/9) = 1/324.
+    # Degrees of freedom 2^2 / 2^2 - 1 = 0, at least 1; Wilson at n = (7/18)(11/18) * 324 = 77.
+    r, n, q = 7 / 18, 77.0, stats.t.ppf(0.975, 1)
+    centre, half = (r + q * q / (2 * n)) / (1 + q * q / n), q * math.sqrt(r * (1 - r) / n + q * q / (4 * n * n)) / (1 + q * q / n)
+    assert (precision["low"], precision["high"]) == pytest.approx((centre - half, centre + half))
+    # A challenge figure keeps the bootstrap: n - 1 draws of each stratum's n items, the report's seed.
+    challenge = find(out, "challenge", "app|lexical")["metrics"]["precision"]
+    expected = bootstrap_interval([1 / 3, 1 / 2], np.random.default_rng(0), resamples=200, strata=["app|lexical"] * 2)
+    assert (challenge["low"], challenge["high"]) == pytest.approx((expected.low, expected.high))
 
 
 def test_counts(out):

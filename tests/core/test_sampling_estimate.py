@@ -1,5 +1,6 @@
 """Judgment sampling, part 3: Horvitz-Thompson weights, totals, their variance,
-and unbiasedness measured over 200 salts (`pytest -s` prints the figures)."""
+ratios (a mean over the traffic) with their interval, and unbiasedness measured
+over 200 salts (`pytest -s` prints the figures)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agent.core.sampling import (
     estimate,
     estimate_total,
     ht_weight,
+    ratio,
     select,
     uniform,
     variance,
@@ -120,3 +122,61 @@ def test_the_estimate_is_unbiased_over_salts(stratum):
     )
     assert abs(z) < 3 and abs(count_z) < 3
     assert 0.7 < ratio < 1.4  # the variance estimate is unbiased too, up to the noise of 200 draws
+
+
+def test_ratio_by_hand():
+    found = ratio([1 / 3, 1 / 2], [2.0, 1.0])
+    # c = a (a - 1) = (2, 0), X = 3, residual -1/18, shrinkage 1 - 2 (2/3 * 2) / 2 + 5/9 = 2/9.
+    assert found.estimate == pytest.approx(7 / 18)
+    assert found.variance == pytest.approx(2 * (1 / 18) ** 2 / 9 / (2 / 9))
+    assert (found.unit, found.df, found.bounded) == (pytest.approx(2 / 9), 1.0, True)
+    # equal weights: the shrinkage is (n - 1) / n, the variance s^2 / n (1 - 1 / a), s^2 over n - 1
+    equal = ratio([0.0, 0.5, 1.0], [3.0] * 3)
+    assert equal.variance == pytest.approx(statistics.variance([0.0, 0.5, 1.0]) / 3 * (1 - 1 / 3))
+    assert equal.df == pytest.approx(2.0)
+
+
+def test_ratio_interval_edges():
+    # a stratum taken whole (every weight 1): no sampling variance, a point
+    assert ratio([0.2, 0.9], [1.0, 1.0]).interval() == (pytest.approx(0.55), pytest.approx(0.55))
+    # every sampled value 1 with items left out: Wilson at the design's size for 0/1 outcomes, not a point
+    n, q = 40.0**2 / (10 * 4 * 3), statistics.NormalDist().inv_cdf(0.975)
+    low, high = ratio([1.0] * 10, [4.0] * 10).interval()
+    assert high == pytest.approx(1.0) and low < n / (n + q * q)  # Student's t (9 degrees of freedom) is wider than the normal
+    # one sampled item left to chance says little
+    low, high = ratio([0.6], [5.0]).interval()
+    assert low < 0.1 and high > 0.9
+    # bounded figures stay in [0, 1]; others get the symmetric t interval
+    assert all(0.0 <= b <= 1.0 for b in ratio([0.0, 0.0, 0.1], [9.0, 9.0, 9.0]).interval())
+    low, high = ratio([0.0, 2.0, 4.0], [3.0] * 3).interval()
+    assert low < 0 and (low + high) / 2 == pytest.approx(2.0)
+    for values, weights in (([], []), ([0.5], [1.0, 2.0]), ([0.5], [0.0]), ([0.5], [-1.0]), ([math.nan], [1.0])):
+        with pytest.raises(ValueError):
+            ratio(values, weights)
+    with pytest.raises(ValueError):
+        ratio([0.5, 0.2], [2.0, 2.0]).interval(1.0)
+
+
+@pytest.mark.parametrize("stratum", ["app|lexical", UNIFORM])
+def test_the_ratio_variance_is_its_spread_over_salts(stratum):
+    """The mean of f over the stratum (f and w correlated, weights up to 10+): the variance
+    estimate against the estimates' spread over 200 salts, and the 95 % interval's coverage."""
+    events = population()
+    true = statistics.fmean(f for _, _, f in events)
+    values = {event_id: f for event_id, _, f in events}
+    estimates, variances, covered = [], [], 0
+    for salt in range(SALTS):
+        selection = select([item(event_id, 1.0 if stratum == UNIFORM else w, uniform(event_id, WEEK, str(salt)),
+                                 stratum) for event_id, w, _ in events], K)
+        found = ratio([values[c.event_id] for c in selection.items],
+                      [ht_weight(c.w, selection.tau) for c in selection.items])
+        low, high = found.interval()
+        estimates.append(found.estimate)
+        variances.append(found.variance)
+        covered += low <= true <= high
+    spread = statistics.variance(estimates)
+    print(f"\n[{stratum}] ratio: true {true:.4f} mean estimate {statistics.fmean(estimates):.4f}; "
+          f"mean variance estimate / variance over salts = {statistics.fmean(variances) / spread:.3f}; "
+          f"95% interval coverage {covered}/{SALTS}")
+    assert 0.8 < statistics.fmean(variances) / spread < 1.25
+    assert covered >= 0.92 * SALTS

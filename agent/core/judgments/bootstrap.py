@@ -2,9 +2,13 @@
 
 Queries are resampled with replacement, each resample's weighted mean taken, and
 the interval read from the resampled means' percentiles. A stratified sample
-(one priority sample per stratum) is resampled within each stratum, so every
-resample keeps the design's stratum sizes. The generator is passed
-in so the interval is reproducible and the core stays free of hidden state.
+(one priority sample per stratum) is resampled within each stratum. A stratum
+of n items gives n - 1 draws whose weights count n / (n - 1) times (Rao and
+Wu's rescaled bootstrap): drawing n would shrink the stratum's variance by
+(n - 1) / n, which matters in strata of a handful of items; the scaling keeps
+each stratum's share of the weight. A stratum of one item stays as it is.
+The generator is passed in so the interval is reproducible and the core stays
+free of hidden state.
 """
 
 from __future__ import annotations
@@ -56,10 +60,13 @@ def bootstrap_interval(
     groups = [np.arange(x.size)] if strata is None else [
         np.flatnonzero(np.asarray(strata) == s) for s in dict.fromkeys(strata)
     ]
-    index = np.hstack([g[rng.integers(0, g.size, size=(resamples, g.size))] for g in groups])
-    sums = w[index].sum(axis=1)
+    draws = [max(g.size - 1, 1) for g in groups]
+    index = np.hstack([g[rng.integers(0, g.size, size=(resamples, m))] for g, m in zip(groups, draws)])
+    scale = np.hstack([np.full(m, g.size / m) for g, m in zip(groups, draws)])
+    weights = w[index] * scale
+    sums = weights.sum(axis=1)
     keep = sums > 0  # a resample of zero-weight queries only has no mean
-    means = (x[index] * w[index]).sum(axis=1)[keep] / sums[keep]
+    means = (x[index] * weights).sum(axis=1)[keep] / sums[keep]
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return Interval(estimate, float(low), float(high), level)

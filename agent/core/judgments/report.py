@@ -25,8 +25,11 @@ data out; docs/judgments.md, "The report", states every policy. In short:
   used together: every event is offered to exactly one risk stratum, so they
   partition the traffic and the union of their samples, weighted, estimates
   it; the `uniform` stratum (a simple random sample of the same traffic) is
-  its own, independent estimate, reported as its stratum. Intervals come from
-  a bootstrap that resamples items within each stratum.
+  its own, independent estimate, reported as its stratum.
+- Intervals: a traffic figure's comes from the sampling design (priority
+  sampling's variance of the ratio, agent/core/sampling/estimate.py); a
+  challenge figure's from a bootstrap that resamples items within each
+  stratum (agent/core/judgments/bootstrap.py).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from agent.core.judgments.bootstrap import bootstrap_interval
 from agent.core.judgments.judged import JudgedChunk, JudgedItem, judged
 from agent.core.judgments.labels import TAGS, Label
 from agent.core.judgments.metrics import METRICS, SEED, Gain, per_query
-from agent.core.sampling import UNIFORM
+from agent.core.sampling import UNIFORM, ratio
 
 ALL = "all"  # the stratum label of a view over every stratum
 GROUP_METRICS = ("groupComplete", "groupRecall")  # over items whose query has a marked evidence group
@@ -62,7 +65,7 @@ KAPPA_WEIGHTS = "linear"  # grades are ordinal and evenly spaced: each step of d
 class Options:
     threshold: float = 2  # a (mean) grade at least this is relevant
     gain: Gain = "exp"  # nDCG gain: 2^g - 1, or g
-    resamples: int = 2000  # bootstrap resamples per interval
+    resamples: int = 2000  # bootstrap resamples per challenge interval
     seed: int = 0  # of the bootstrap's generator
     level: float = 0.95
     bins: int = 10  # score bins of the reliability diagram
@@ -117,7 +120,9 @@ def policy(options: Options) -> dict:
         "answer_supported": "cited and relevant / admitted judged chunks in the cutoff, items reporting citations",
         "content_age": "band of the median known age of the item's admitted chunks",
         "traffic": "weight max(w, tau) / w; all traffic from the risk strata together",
-        "interval": f"{options.level:.0%} percentile bootstrap within strata, {options.resamples} resamples, seed {options.seed}",
+        "interval": (f"{options.level:.0%}; traffic: the priority-sampling variance of the ratio, Wilson at its effective"
+                     f" size with Student's t; challenge: percentile bootstrap within strata, n - 1 draws of n,"
+                     f" {options.resamples} resamples, seed {options.seed}"),
         "kappa": f"Cohen's kappa, {KAPPA_WEIGHTS} weights, on the grades of double-judged chunks",
         "gain": options.gain,
         "threshold": options.threshold,
@@ -174,16 +179,23 @@ def view(name: str, stratum: str, scored: Sequence[Scored], options: Options, *,
     for metric in REPORT_METRICS:
         values = np.array([s.values[metric] for s in scored])
         keep = np.isfinite(values)
-        metrics[metric] = interval(values[keep], weights[keep], [x for x, k in zip(strata, keep) if k], options)
+        metrics[metric] = interval(values[keep], weights[keep], [x for x, k in zip(strata, keep) if k], options,
+                                   traffic=weighted)
     return {"view": name, "stratum": stratum, "items": len(scored), "metrics": metrics}
 
 
-def interval(values: np.ndarray, weights: np.ndarray, strata: list[str], options: Options) -> dict | None:
+def interval(values: np.ndarray, weights: np.ndarray, strata: list[str], options: Options, *, traffic: bool) -> dict | None:
+    """A traffic figure (weights max(w, tau) / w) with the design's interval; a challenge figure with the bootstrap's."""
     if values.size == 0:
         return None
-    rng = np.random.default_rng(options.seed)
-    found = bootstrap_interval(values, rng, weights, resamples=options.resamples, level=options.level, strata=strata)
-    return {"estimate": found.estimate, "low": found.low, "high": found.high, "n": int(values.size)}
+    if traffic:
+        found = ratio(values, weights)
+        estimate, (low, high) = found.estimate, found.interval(options.level)
+    else:
+        rng = np.random.default_rng(options.seed)
+        boot = bootstrap_interval(values, rng, weights, resamples=options.resamples, level=options.level, strata=strata)
+        estimate, low, high = boot.estimate, boot.low, boot.high
+    return {"estimate": estimate, "low": low, "high": high, "n": int(values.size)}
 
 
 def counts(key: Sequence[Mapping], items: Sequence[JudgedItem]) -> dict:
@@ -211,7 +223,8 @@ def slices(name: str, traffic: Sequence[Scored], options: Options) -> list[dict]
         weights = np.array([s.item.key["weight"] for s in members])
         values = np.array([s.values["precision"] for s in members])
         rows.append({"value": value, "items": len(members),
-                     "precision": interval(values, weights, [s.item.key["stratum"] for s in members], options)})
+                     "precision": interval(values, weights, [s.item.key["stratum"] for s in members], options,
+                                           traffic=True)})
     return sorted(rows, key=lambda row: (row["precision"]["estimate"], row["value"]))
 
 

@@ -16,9 +16,11 @@ from agent.core.sampling.candidate import (
 )
 from agent.core.sampling.estimate import (
     Estimate,
+    Ratio,
     estimate,
     estimate_total,
     ht_weight,
+    ratio,
     variance,
 )
 from agent.core.sampling.priority import (
@@ -61,8 +63,8 @@ __all__ = [
     "CORRECTION", "DEFAULT_WEIGHTS", "FILTER_ZERO", "HOLDOUT_SHARE", "LOW_TOP1", "NEW_TERMS", "OTHER",
     "RARE_SLICE", "REPHRASED", "RERANK_DISAGREEMENT", "SAMPLER_VERSION", "SIGNALS", "SMALL_GAP", "STALE",
     "THUMBS_DOWN", "UNAUTHORIZED", "UNIFORM", "ZERO_RESULT",
-    "Budgets", "Candidate", "Changes", "Estimate", "Reference", "ResultRef", "Risk", "RiskConfig", "RowKey",
+    "Budgets", "Candidate", "Changes", "Estimate", "Ratio", "Reference", "ResultRef", "Risk", "RiskConfig", "RowKey",
     "Sampler", "Selection",
-    "assess", "candidate", "candidates_of", "estimate", "estimate_total", "ht_weight", "in_holdout", "iso_week", "select",
+    "assess", "candidate", "candidates_of", "estimate", "estimate_total", "ht_weight", "in_holdout", "iso_week", "ratio", "select",
     "shift_week", "strata_for", "stratum_key", "uniform", "variance", "week_bounds",
 ]  # fmt: skip

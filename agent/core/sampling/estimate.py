@@ -13,8 +13,34 @@ covariance, so variances add. Scaling by f_i / w_i gives, for the total of f,
     Var_hat = sum over sampled i with w_i < tau of f_i^2 * (tau / w_i) * (tau / w_i - 1)
 
 (items with w_i >= tau were certain to be in and add nothing). The interval is
-the normal one, total +- z * sqrt(Var_hat); with few sampled items, prefer the
-bootstrap the judgment reports use.
+the normal one, total +- z * sqrt(Var_hat).
+
+A mean over the traffic, such as judged precision, is a ratio: with each
+sampled item's weight a_i = max(w_i, tau) / w_i (the batch key's `weight`),
+R = sum(a_i f_i) / sum(a_i). Its variance is the same estimator applied to the
+linearised values z_i = f_i - R (the delta method), over X = sum(a_i)^2:
+
+    Var_hat(R) = sum(a_i (a_i - 1) z_i^2) / X^2 / r,
+
+since (tau / w)(tau / w - 1) = a (a - 1) below tau and 0 above it. Strata are
+independent samples, so a ratio over several of them (all traffic) takes the
+same sum over all their items, and a ratio over a subset of the items (a
+slice, or a metric defined for some items only) over that subset: an item
+outside it has z = 0. R is estimated from the same items, which shrinks the
+z_i; r = 1 - 2 sum(h_i c_i) / sum(c_i) + sum(h_i^2), with c_i = a_i (a_i - 1)
+and h_i = a_i / X, undoes that shrinkage on average (n / (n - 1) with equal
+weights). A stratum taken whole (tau = 0) adds no variance.
+
+`Ratio.interval` turns it into an interval for a figure between 0 and 1:
+the Wilson score interval at the effective size n = R (1 - R) / Var_hat (the
+simple random sample of 0/1 outcomes with that variance), with Student's t
+quantile at Satterthwaite's degrees of freedom (sum c)^2 / sum(c^2) - 1 (few
+items carrying most of the variance give few degrees of freedom). Wilson's
+form stays inside [0, 1] and leans away from the bound next to an estimate
+near it. When every sampled value is the same (Var_hat = 0 though items were
+left out) the effective size is that of 0/1 outcomes under the design,
+X^2 / sum(c), rather than infinite. A figure outside [0, 1] gets the t
+interval R +- t * sqrt(Var_hat).
 """
 
 from __future__ import annotations
@@ -22,6 +48,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
 
 from agent.core.sampling.candidate import Candidate, Selection
 
@@ -65,3 +94,60 @@ class Estimate:
 
 def estimate(selection: Selection, f: Callable[[Candidate], float]) -> Estimate:
     return Estimate(estimate_total(selection, f), variance(selection, f))
+
+
+TINY = 1e-12  # below this (relative) a residual or a leverage is rounding
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """A ratio sum(a f) / sum(a) over priority-sampled items, and its variance (module docstring)."""
+
+    estimate: float
+    variance: float  # linearised, the shrinkage of the residuals undone
+    unit: float  # the variance for 0/1 outcomes with p (1 - p) = 1: sum(c) / X^2; 0 when nothing was left out
+    df: float  # Satterthwaite's degrees of freedom of `variance`
+    bounded: bool  # every value lies in [0, 1]
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """Wilson's interval at the effective size, Student's t quantile (module docstring)."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level}")
+        r = self.estimate
+        if self.unit == 0:
+            return r, r
+        q = float(stats.t.ppf((1 + level) / 2, self.df))
+        if not self.bounded:
+            half = q * math.sqrt(self.variance)
+            return r - half, r + half
+        n = r * (1 - r) / self.variance if self.variance > 0 else 1 / self.unit
+        shrink = 1 + q * q / n
+        centre = (r + q * q / (2 * n)) / shrink
+        half = q * math.sqrt(r * (1 - r) / n + q * q / (4 * n * n)) / shrink
+        return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def ratio(values, weights) -> Ratio:
+    """The ratio estimate of sampled values with their weights max(w, tau) / w, and its variance."""
+    f = np.asarray(values, dtype=float)
+    a = np.asarray(weights, dtype=float)
+    if f.ndim != 1 or f.size == 0 or a.shape != f.shape:
+        raise ValueError("values and weights must be non-empty 1-d sequences of one length")
+    if not (np.all(np.isfinite(f)) and np.all(np.isfinite(a))) or np.any(a < 0) or not np.any(a > 0):
+        raise ValueError("values must be finite, weights finite and non-negative with a positive sum")
+    total = float(a.sum())
+    estimate = float(a @ f) / total
+    c = a * np.maximum(a - 1, 0)  # a weight below 1 (never the batch's) counts as certain
+    spread = float(c.sum())
+    bounded = bool(np.all((f >= 0) & (f <= 1)))
+    if spread == 0:
+        return Ratio(estimate, 0.0, 0.0, math.inf, bounded)
+    h = a / total
+    shrinkage = 1 - 2 * float(h @ c) / spread + float(h @ h)
+    z = f - estimate
+    unit = spread / total**2
+    variance = float(c @ (z * z)) / total**2 / max(shrinkage, TINY)
+    if shrinkage < TINY or variance < TINY * unit:  # one item carries all the weight, or every value is the same
+        variance = 0.0
+    df = max(spread**2 / float(c @ c) - 1, 1.0)
+    return Ratio(estimate, variance, unit, df, bounded)
