@@ -8,13 +8,13 @@ from prometheus_client import CollectorRegistry
 
 from agent.core.batch import build
 from agent.core.judgments.labels import Label
-from agent.core.judgments.report import ALL, report
+from agent.core.judgments.report import ALL, Options, report
 from agent.io import export
 from agent.io.qrels import TABLES as QRELS
 from agent.io.qrels import Qrels
 from agent.io.queue import TABLES as QUEUE
 from agent.io.queue import Queue
-from agent.io.scheduler import GAUGE_OPTIONS, JudgmentCollector, Judging
+from agent.io.scheduler import JudgmentCollector, Judging
 from agent.io.settings import load
 from agent.io.store import Store
 from tests.test_report_cli import CONFIG, labels_for, week_candidates
@@ -60,7 +60,7 @@ def test_the_newest_labelled_batch_is_exported_and_recomputed_only_when_its_labe
     qrels.add(labels, "test")
     judging.refresh()
     manifest, key = export.read_batch(tmp_path / "batches" / newer.batch_id)
-    want = report(manifest, key, qrels.latest(newer.batch_id), GAUGE_OPTIONS)
+    want = report(manifest, key, qrels.latest(newer.batch_id), Options())  # what `ragdrift judgments report` prints
     traffic = next(v for v in want["views"] if v["view"] == "traffic" and v["stratum"] == ALL)
     labels_of = {"app": "all", "view": "traffic", "stratum": "all"}
     assert registry.get_sample_value("ragdrift_judged_batch_info", {"batch_id": newer.batch_id,
@@ -74,7 +74,10 @@ def test_the_newest_labelled_batch_is_exported_and_recomputed_only_when_its_labe
         assert registry.get_sample_value(f"ragdrift_judged_{family}_high", labels_of) == m["high"]
     assert registry.get_sample_value("ragdrift_judged_items", labels_of) == traffic["items"]
     stratum = {"app": "app", "view": "challenge", "stratum": "app|lexical"}
-    assert registry.get_sample_value("ragdrift_judged_precision", stratum) is not None
+    challenge = next(v for v in want["views"] if v["view"] == "challenge" and v["stratum"] == "app|lexical")
+    for bound in ("low", "high"):  # the bootstrap's bounds too: the same resamples and seed
+        assert registry.get_sample_value(f"ragdrift_judged_precision_{bound}", stratum) == \
+            challenge["metrics"]["precision"][bound]
     assert registry.get_sample_value("ragdrift_judged_precision", {**stratum, "app": "all",
                                                                    "stratum": "uniform"}) is not None
     # Unchanged labels: the same figures object, not a new report.

@@ -27,8 +27,8 @@ def add_report(actions) -> None:
     report.add_argument("--relevance-threshold", type=float, default=2.0, metavar="G",
                         help="a mean grade at least G is relevant (default: 2)")
     report.add_argument("--gain", choices=("exp", "linear"), default="exp", help="nDCG gain: 2^g - 1 (default) or g")
-    report.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples per interval")
-    report.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    report.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples per challenge interval")
+    report.add_argument("--seed", type=int, default=0, help="the challenge bootstrap's seed")
     report.set_defaults(handler=run_report)
 
 

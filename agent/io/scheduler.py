@@ -36,9 +36,9 @@ log = logging.getLogger("ragdrift.batch")
 REFRESH_SECONDS = 60.0
 GRACE_SECONDS = 24 * 3600
 JUDGED_BATCHES = 12  # the newest batches searched for labels: a quarter of weekly batches
-# Fewer resamples than the report command's default: the gauges are refreshed
-# in the agent, and the fixed seed keeps them steady for the same labels.
-GAUGE_OPTIONS = Options(resamples=1000, seed=0)
+# The report command's defaults: the gauges show the figures `ragdrift judgments
+# report` prints, and the fixed seed keeps the challenge bounds steady for the same labels.
+GAUGE_OPTIONS = Options()
 
 
 @dataclass(frozen=True)

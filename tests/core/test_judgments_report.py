@@ -129,7 +129,7 @@ def test_the_traffic_figures_by_hand(out):
     # The design's interval by hand. Weights a = (2, 1): only the first item was left to chance,
     # c = a (a - 1) = (2, 0); X = 3, residual 1/3 - 7/18 = -1/18; leverages h = (2/3, 1/3) undo a
     # shrinkage r = 1 - 2 (2/3 * 2) / 2 + 5/9 = 2/9: variance 2 (1/18)^2 / 9 / (2/9) = 1/324.
-    # Degrees of freedom 2^2 / 2^2 - 1 = 0, at least 1; Wilson at n = (7/18)(11/18) * 324 = 77.
+    # One term carries the variance: 1 degree of freedom (Satterthwaite); Wilson at n = (7/18)(11/18) * 324 = 77.
     r, n, q = 7 / 18, 77.0, stats.t.ppf(0.975, 1)
     centre, half = (r + q * q / (2 * n)) / (1 + q * q / n), q * math.sqrt(r * (1 - r) / n + q * q / (4 * n * n)) / (1 + q * q / n)
     assert (precision["low"], precision["high"]) == pytest.approx((centre - half, centre + half))

@@ -130,10 +130,12 @@ def test_ratio_by_hand():
     assert found.estimate == pytest.approx(7 / 18)
     assert found.variance == pytest.approx(2 * (1 / 18) ** 2 / 9 / (2 / 9))
     assert (found.unit, found.df, found.bounded) == (pytest.approx(2 / 9), 1.0, True)
-    # equal weights: the shrinkage is (n - 1) / n, the variance s^2 / n (1 - 1 / a), s^2 over n - 1
+    # equal weights: the shrinkage is (n - 1) / n, the variance s^2 / n (1 - 1 / a), s^2 over n - 1;
+    # Satterthwaite's degrees of freedom count the items that carry it: two equal terms, 2
     equal = ratio([0.0, 0.5, 1.0], [3.0] * 3)
     assert equal.variance == pytest.approx(statistics.variance([0.0, 0.5, 1.0]) / 3 * (1 - 1 / 3))
     assert equal.df == pytest.approx(2.0)
+    assert ratio([0.0, 0.1, 0.2, 1.0], [3.0] * 4).df < 2  # one item carries most of it
 
 
 def test_ratio_interval_edges():

@@ -34,13 +34,15 @@ weights). A stratum taken whole (tau = 0) adds no variance.
 `Ratio.interval` turns it into an interval for a figure between 0 and 1:
 the Wilson score interval at the effective size n = R (1 - R) / Var_hat (the
 simple random sample of 0/1 outcomes with that variance), with Student's t
-quantile at Satterthwaite's degrees of freedom (sum c)^2 / sum(c^2) - 1 (few
-items carrying most of the variance give few degrees of freedom). Wilson's
-form stays inside [0, 1] and leans away from the bound next to an estimate
-near it. When every sampled value is the same (Var_hat = 0 though items were
-left out) the effective size is that of 0/1 outcomes under the design,
-X^2 / sum(c), rather than infinite. A figure outside [0, 1] gets the t
-interval R +- t * sqrt(Var_hat).
+quantile at Satterthwaite's degrees of freedom for a sum of independent
+terms, (sum t_i)^2 / sum(t_i^2) with t_i = c_i z_i^2 (few items carrying most
+of the variance give few degrees of freedom; the estimate errs low, so small
+samples get somewhat wide intervals). Wilson's form stays inside [0, 1] and
+leans away from the bound next to an estimate near it. When every sampled
+value is the same (Var_hat = 0 though items were left out) the effective
+size is that of 0/1 outcomes under the design, X^2 / sum(c), rather than
+infinite, at (sum c)^2 / sum(c^2) - 1 degrees of freedom. A figure outside
+[0, 1] gets the t interval R +- t * sqrt(Var_hat).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtrit
 
 from agent.core.sampling.candidate import Candidate, Selection
 
@@ -116,7 +118,7 @@ class Ratio:
         r = self.estimate
         if self.unit == 0:
             return r, r
-        q = float(stats.t.ppf((1 + level) / 2, self.df))
+        q = float(stdtrit(self.df, (1 + level) / 2))  # Student's t quantile
         if not self.bounded:
             half = q * math.sqrt(self.variance)
             return r - half, r + half
@@ -146,8 +148,8 @@ def ratio(values, weights) -> Ratio:
     shrinkage = 1 - 2 * float(h @ c) / spread + float(h @ h)
     z = f - estimate
     unit = spread / total**2
-    variance = float(c @ (z * z)) / total**2 / max(shrinkage, TINY)
+    terms = c * z * z / total**2 / max(shrinkage, TINY)
+    variance = float(terms.sum())
     if shrinkage < TINY or variance < TINY * unit:  # one item carries all the weight, or every value is the same
-        variance = 0.0
-    df = max(spread**2 / float(c @ c) - 1, 1.0)
-    return Ratio(estimate, variance, unit, df, bounded)
+        return Ratio(estimate, 0.0, unit, max(spread**2 / float(c @ c) - 1, 1.0), bounded)
+    return Ratio(estimate, variance, unit, max(variance**2 / float(terms @ terms), 1.0), bounded)
