@@ -1,32 +1,35 @@
-"""`ragdrift batch build` and `ragdrift security list`: the judgment and security queues."""
+"""`ragdrift batch build|push` and `ragdrift security list`: the judgment and security queues."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from agent.cli.common import UsageError, open_store
 from agent.cli.run import settings_from
 
-_WEEK = re.compile(r"\d{4}-W\d{2}\Z")
-
 
 def add_parser(commands) -> None:
-    batch = commands.add_parser("batch", help="judgment batches: build one now")
+    batch = commands.add_parser("batch", help="judgment batches: build one now, push one to Label Studio")
     actions = batch.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = actions.add_parser("build", help="build a week's blind judgment batch from the stored candidates")
     build.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store and judgment sections)")
     build.add_argument("--week", help="ISO week, e.g. 2026-W48 (default: last week)")
+    build.add_argument("--partial", action="store_true",
+                       help="build the week still running, as a partial batch (the week's own batch comes once it ends)")
     build.add_argument("--out", metavar="DIR", help="export directory (default: judgment.export_dir)")
     build.add_argument("--format", choices=("files", "label-studio"), default="files",
                        help="label-studio: also write Label Studio tasks and labeling configuration")
-    build.add_argument("--label-studio-url", metavar="URL", help="create a Label Studio project with the batch's tasks")
-    build.add_argument("--label-studio-token-file", metavar="FILE",
-                       help="file holding the Label Studio API token (default: $LABEL_STUDIO_TOKEN)")
+    _label_studio_options(build, "then create a Label Studio project with the batch's tasks")
     build.set_defaults(handler=build_batch)
+    push = actions.add_parser("push", help="create a Label Studio project of a built batch's tasks (again)")
+    push.add_argument("batch", metavar="BATCH", help="the batch id, e.g. 2026-W48-6c27fe2b")
+    push.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store and judgment sections)")
+    _label_studio_options(push, "Label Studio (default: judgment.label_studio.url)")
+    push.set_defaults(handler=push_batch)
 
     security = commands.add_parser("security", help="the security review queue")
     actions = security.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -38,6 +41,12 @@ def add_parser(commands) -> None:
     listing.set_defaults(handler=list_security)
 
 
+def _label_studio_options(parser, url_help: str) -> None:
+    parser.add_argument("--label-studio-url", metavar="URL", help=url_help)
+    parser.add_argument("--label-studio-token-file", metavar="FILE",
+                        help="file holding the Label Studio API token (default: $LABEL_STUDIO_TOKEN)")
+
+
 def _queue(settings):
     from agent.io.queue import TABLES, Queue
 
@@ -45,29 +54,67 @@ def _queue(settings):
 
 
 def build_batch(args: argparse.Namespace) -> int:
-    from agent.core.batch import Unsalted
-    from agent.io.export import ExportError
-    from agent.io.label_studio import LabelStudioError, token_from
-    from agent.io.resolver import ResolverError
     from agent.jobs import batch
 
     settings = settings_from(args.config)
-    if args.week is not None and not _WEEK.match(args.week):
-        raise UsageError(f"--week {args.week!r}: expected an ISO week such as 2026-W48")
-    week = args.week or batch.last_week(datetime.now(timezone.utc).timestamp())
+    now = datetime.now(timezone.utc).timestamp()
+    week = args.week or batch.last_week(now)
+    target = _target(settings, args.label_studio_url, args.label_studio_token_file) if args.label_studio_url else None
     queue = _queue(settings)
     try:
-        token = None
-        if args.label_studio_url:
-            token = token_from(args.label_studio_token_file, settings.judgment.label_studio.token_env)
-        built = batch.build(settings, queue, week, args.out, args.format == "label-studio", args.label_studio_url, token)
-    except (ExportError, ResolverError, LabelStudioError, Unsalted) as exc:
-        raise UsageError(str(exc)) from None
+        with _one_line():
+            try:
+                built = batch.build(settings, queue, week, args.out, args.format == "label-studio", target,
+                                    args.partial, now)
+            except batch.NotPushed as exc:  # recorded: say so, then why Label Studio has not got it
+                _print_built(exc.built)
+                raise
     finally:
         queue.store.close()
-    project = f", Label Studio project {built.project}" if built.project is not None else ""
-    print(f"{built.batch_id}: {built.items} items for {built.week} in {built.directory}{project}")
+    _print_built(built)
     return 0
+
+
+def push_batch(args: argparse.Namespace) -> int:
+    from agent.jobs import batch
+
+    settings = settings_from(args.config)
+    url = args.label_studio_url or settings.judgment.label_studio.url
+    if not url:
+        raise UsageError("no Label Studio to push to: pass --label-studio-url or set judgment.label_studio.url")
+    queue = _queue(settings)
+    try:
+        with _one_line():
+            project = batch.push(queue, settings.kafka.group_id, args.batch,
+                                 _target(settings, url, args.label_studio_token_file))
+    finally:
+        queue.store.close()
+    print(f"{args.batch}: Label Studio project {project} at {url}")
+    return 0
+
+
+def _target(settings, url: str, token_file: str | None):
+    from agent.jobs.batch import Target
+
+    ls = settings.judgment.label_studio
+    return Target(url, token_file or ls.token_file, ls.token_env)
+
+
+def _print_built(built) -> None:
+    partial = " (partial: the week has not ended)" if built.partial else ""
+    project = f", Label Studio project {built.project}" if built.project is not None else ""
+    print(f"{built.batch_id}: {built.items} items for {built.week}{partial} in {built.directory}{project}")
+
+
+@contextmanager
+def _one_line():
+    """The errors a batch command expects, as one line each (exit status 2)."""
+    from agent.jobs.batch import EXPECTED
+
+    try:
+        yield
+    except EXPECTED as exc:
+        raise UsageError(str(exc)) from None
 
 
 def list_security(args: argparse.Namespace) -> int:

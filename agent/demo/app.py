@@ -4,7 +4,7 @@ Everything runs in this process or as its child (the tansu broker), and
 Ctrl-C or SIGTERM stops all of it, leaving no process behind. What the agent
 stores stays in the demo's directory (`ragdrift-demo/` by default), with a
 configuration for the other commands: `ragdrift batch build --config
-ragdrift-demo/ragdrift.yaml --week ...` builds a judgment batch of the demo's
+ragdrift-demo/ragdrift.yaml --week ... --partial` builds a judgment batch of the demo's
 traffic, with made-up text from the demo's resolver (agent/demo/resolver.py).
 """
 
@@ -73,7 +73,7 @@ class Demo:
             print(f"broker (tansu) at {broker.bootstrap}, topics {TOPIC} and {DLQ}", file=self.out)
             print(f"incidents: {', '.join(SCHEDULE)} (minutes from now); Ctrl-C stops", file=self.out)
             print(f"a judgment batch of this traffic, any time: ragdrift batch build --config "
-                  f"{self.directory / 'ragdrift.yaml'} --week {iso_week(time.time())}", file=self.out)
+                  f"{self.directory / 'ragdrift.yaml'} --week {iso_week(time.time())} --partial", file=self.out)
             self._watch(running.agent, threads[0])
         finally:
             self.stop.set()

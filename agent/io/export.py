@@ -1,11 +1,15 @@
 """A batch on disk, confined to the export directory.
 
 Each batch gets its own directory, named by its id, created once: a batch
-that is already there is never overwritten. Every file is created
-exclusively, relative to that directory's descriptor and without following
-symlinks, so nothing is written outside the export directory whatever its
-contents. The private key and the regression list (its chunks in rank
-order) are readable by their owner only.
+that is already there is never overwritten. The files are written into a
+temporary directory beside it (`.<batch id>.<random>.building`) and renamed
+into place while the store records the batch, so a failure at any step
+leaves no batch directory behind and a retry starts afresh; a temporary
+directory left by a killed build is removed by the next build of that batch.
+Every file is created exclusively, relative to its directory's descriptor
+and without following symlinks, so nothing is written outside the export
+directory whatever its contents. The private key and the regression list (its
+chunks in rank order) are readable by their owner only.
 
     <export dir>/<batch id>/manifest.json     what, how many, tau per stratum, configuration
     <export dir>/<batch id>/items.jsonl       blinded items for judges (with text when resolved)
@@ -22,7 +26,9 @@ import io
 import json
 import os
 import re
-from contextlib import contextmanager
+import secrets
+import shutil
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from agent.core.batch import Batch
@@ -46,32 +52,56 @@ def blinded_items(batch: Batch, texts: Texts) -> list[dict]:
 
 
 def write(export_dir: str | os.PathLike, batch: Batch, items: list[dict],
-          extra: dict[str, str] | None = None) -> Path:
+          extra: dict[str, str] | None = None, recording: AbstractContextManager | None = None) -> Path:
     """Write the batch's files; `extra` maps more relative names (one level of
-    subdirectory at most) to their text. Returns the batch's directory."""
+    subdirectory at most) to their text. The directory is renamed into place
+    inside `recording` (the store's transaction): when that fails, nothing
+    stays. Returns the batch's directory."""
     root = Path(export_dir)
-    root.mkdir(parents=True, exist_ok=True)
     files = {
         "manifest.json": json.dumps(batch.manifest, indent=2, sort_keys=True) + "\n",
         "items.jsonl": _jsonl(items),
         "items.csv": _csv(items),
         **(extra or {}),
     }
-    with _directory(root, batch.batch_id) as fd:
-        for name, text in files.items():
-            _write(fd, name, text, 0o644)
-        _write(fd, "key.jsonl", _jsonl(batch.key), 0o600)
-        _write(fd, "regression.jsonl", _jsonl(batch.regression), 0o600)
-    return root / batch.batch_id
+    encoded = {name: _encoded(name, text) for name, text in files.items()}
+    private = {name: _encoded(name, _jsonl(rows)) for name, rows in (("key.jsonl", batch.key),
+                                                                      ("regression.jsonl", batch.regression))}
+    name = batch.batch_id
+    _check(name)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        parent = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise ExportError(f"{root}: cannot use it as the export directory: {exc.strerror}") from None
+    try:
+        if _exists(parent, name):
+            raise ExportError(f"{root / name} exists: a batch is never overwritten (move it away to build it again)")
+        building = _staged(root, parent, name, encoded, private)
+        placed = False
+        try:
+            with recording or nullcontext():
+                _rename(root, parent, building, name)
+                placed = True
+        except BaseException:
+            if placed:  # the store did not record it: no batch
+                shutil.rmtree(name, dir_fd=parent, ignore_errors=True)
+            raise
+        finally:
+            shutil.rmtree(building, dir_fd=parent, ignore_errors=True)
+    finally:
+        os.close(parent)
+    return root / name
 
 
 def read_key(directory: str | os.PathLike) -> list[dict]:
     """A written batch's key.jsonl rows."""
-    path = Path(directory) / "key.jsonl"
-    try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise ExportError(f"cannot read the batch's key {path}: {exc}") from None
+    return _read_jsonl(Path(directory) / "key.jsonl", "key")
+
+
+def read_items(directory: str | os.PathLike) -> list[dict]:
+    """A written batch's items.jsonl rows, as judges got them."""
+    return _read_jsonl(Path(directory) / "items.jsonl", "items")
 
 
 def read_batch(directory: str | os.PathLike) -> tuple[dict, list[dict]]:
@@ -84,44 +114,102 @@ def read_batch(directory: str | os.PathLike) -> tuple[dict, list[dict]]:
     return manifest, read_key(directory)
 
 
-@contextmanager
-def _directory(root: Path, name: str):
-    _check(name)
-    parent = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+def read_label_studio(directory: str | os.PathLike) -> tuple[str, list[dict]] | None:
+    """A written batch's Label Studio configuration and tasks; None when it was written without them."""
+    base = Path(directory) / "label-studio"
+    if not (base / "tasks.json").exists():
+        return None
     try:
-        try:
-            os.mkdir(name, 0o755, dir_fd=parent)
-        except FileExistsError:
-            raise ExportError(f"{root / name} exists: a batch is never overwritten") from None
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
-        try:
-            yield fd
-        finally:
-            os.close(fd)
+        return (base / "config.xml").read_text(encoding="utf-8"), json.loads((base / "tasks.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"cannot read the batch's Label Studio files in {base}: {exc}") from None
+
+
+def _read_jsonl(path: Path, what: str) -> list[dict]:
+    try:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"cannot read the batch's {what} {path}: {exc}") from None
+
+
+def _staged(root: Path, parent: int, name: str, public: dict[str, bytes], private: dict[str, bytes]) -> str:
+    """The batch's files in a fresh temporary directory beside where it goes; its name."""
+    prefix = f".{name}."
+    for leftover in os.listdir(parent):  # of a build that was killed half way
+        if leftover.startswith(prefix) and leftover.endswith(".building"):
+            shutil.rmtree(leftover, dir_fd=parent, ignore_errors=True)
+    building = f"{prefix}{secrets.token_hex(4)}.building"
+    try:
+        os.mkdir(building, 0o700, dir_fd=parent)
+        fd = os.open(building, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    except OSError as exc:
+        raise ExportError(f"{root}: cannot write a batch there: {exc.strerror}") from None
+    try:
+        for file, data in public.items():
+            _write(root, fd, file, data, 0o644)
+        for file, data in private.items():
+            _write(root, fd, file, data, 0o600)
+        os.chmod(fd, 0o755)
+    except BaseException:
+        shutil.rmtree(building, dir_fd=parent, ignore_errors=True)
+        raise
     finally:
-        os.close(parent)
+        os.close(fd)
+    return building
 
 
-def _write(fd: int, name: str, text: str, mode: int) -> None:
+def _exists(parent: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _rename(root: Path, parent: int, building: str, name: str) -> None:
+    """Put the directory in place; an entry that appeared there meanwhile is
+    kept (rename would replace an empty directory: refused first)."""
+    if _exists(parent, name):
+        raise ExportError(f"{root / name} exists: a batch is never overwritten (move it away to build it again)")
+    try:
+        os.rename(building, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except OSError as exc:
+        raise ExportError(f"{root / name}: cannot put the batch in place: {exc.strerror}") from None
+
+
+def _encoded(name: str, text: str) -> bytes:
+    """UTF-8, or an error naming the file and position (never the text):
+    a resolver can hand back a lone surrogate, which no file can hold."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ExportError(f"{name}: the resolved text holds a character that is not valid Unicode "
+                          f"(a lone surrogate) at offset {exc.start}: fix the resolver's answer") from None
+
+
+def _write(root: Path, fd: int, name: str, data: bytes, mode: int) -> None:
     parts = name.split("/")
     if len(parts) > 2:
         raise ExportError(f"{name}: at most one level of subdirectory")
     for part in parts:
         _check(part)
-    if len(parts) == 2:
-        try:
-            os.mkdir(parts[0], 0o755, dir_fd=fd)
-        except FileExistsError:
-            pass
-        sub = os.open(parts[0], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-        try:
-            _write(sub, parts[1], text, mode)
-        finally:
-            os.close(sub)
-        return
-    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=fd)
-    with os.fdopen(out, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
+    try:
+        if len(parts) == 2:
+            try:
+                os.mkdir(parts[0], 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            sub = os.open(parts[0], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                _write(root, sub, parts[1], data, mode)
+            finally:
+                os.close(sub)
+            return
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=fd)
+        with os.fdopen(out, "wb") as handle:
+            handle.write(data)
+    except OSError as exc:
+        raise ExportError(f"{root}: cannot write the batch's {name}: {exc.strerror}") from None
 
 
 def _check(name: str) -> None:

@@ -72,9 +72,9 @@ class Judging(Periodic):
 
         try:
             batch.weekly(self.settings, self.queue)
-        except Exception:  # the agent keeps running; the alert on a missing batch tells
+        except Exception as exc:  # the agent keeps running; the alert on a missing batch tells
             self.failures += 1
-            log.exception("weekly judgment batch failed")
+            log.error("weekly judgment batch failed", extra={"error": batch.failure(exc)})  # one line, no traceback
         self.refresh()
 
     def reload(self) -> None:

@@ -2,9 +2,21 @@
 
 Reads every replica's candidates of the week from the store, takes the
 sample one agent would take (agent/core/batch.py), asks the resolver for
-text, writes the files under the export directory and, when asked, creates
-a Label Studio project with the batch's tasks. The weekly job runs under a
-lock every replica respects and skips a week that already has its batch.
+text, writes the files under the export directory and records the batch,
+together: the files are renamed into place inside the transaction that
+records them, so a failed build leaves nothing and a retry starts afresh.
+
+When a week can be built: once it has ended (Monday 00:00 UTC). Its batch
+is built once. The week still running can be built with `partial`: such a
+batch is recorded as partial, as often as it is asked for (each a batch of
+its own), and never stands in the way of the week's own batch (`partial`
+changes nothing once the week has ended). A week that has not begun, or
+does not exist, is refused.
+
+Pushing the batch to Label Studio is a step of its own, after the batch is
+recorded: when Label Studio fails, the batch stays and `push` retries.
+The weekly job runs under a lock every replica respects and skips a week
+that already has its batch.
 """
 
 from __future__ import annotations
@@ -13,15 +25,17 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from agent import __version__
 from agent.core import batch as batches
-from agent.core.sampling import SIGNALS, UNIFORM, iso_week, shift_week
+from agent.core.sampling import SIGNALS, UNIFORM, iso_week, shift_week, week_bounds
 from agent.io import export, label_studio, locks, resolver
-from agent.io.queue import Queue
+from agent.io.queue import BatchExists, Queue
 from agent.io.judgment_settings import THRESHOLDS, risk_config
 from agent.io.settings import Settings
+from agent.io.store import StoreError
 
 log = logging.getLogger("ragdrift.batch")
 
@@ -32,7 +46,46 @@ class Built:
     batch_id: str
     directory: Path
     items: int
+    partial: bool = False  # of a week still running
     project: int | None = None  # the Label Studio project, when one was created
+
+
+@dataclass(frozen=True)
+class Target:
+    """A Label Studio to push batches to, and where its token is."""
+
+    url: str
+    token_file: str | None = None
+    token_env: str = "LABEL_STUDIO_TOKEN"
+
+
+class WeekError(ValueError):
+    """A week that cannot be built (yet)."""
+
+
+class NoSuchBatch(LookupError):
+    """A batch id the store does not know."""
+
+
+class NotPushed(RuntimeError):
+    """The batch is built and recorded, but Label Studio did not take it."""
+
+    def __init__(self, built: Built, reason: str):
+        self.built = built
+        super().__init__(f"{built.batch_id} is built and recorded, but Label Studio did not take it ({reason}): "
+                         f"retry with `ragdrift batch push {built.batch_id}`")
+
+
+# What a build or a push can meet that is not a bug: each says what, in one
+# line that carries no secret and no judged text.
+EXPECTED = (export.ExportError, resolver.ResolverError, label_studio.LabelStudioError, StoreError, BatchExists,
+            WeekError, NoSuchBatch, NotPushed, batches.Unsalted)
+
+
+def failure(exc: Exception) -> str:
+    """A failed job's exception in a log line: an expected error's message,
+    else only its type (another exception's text may quote a token)."""
+    return str(exc) if isinstance(exc, EXPECTED) else exc.__class__.__name__
 
 
 def config_of(settings: Settings) -> batches.BatchConfig:
@@ -57,40 +110,95 @@ def last_week(now: float) -> str:
     return shift_week(iso_week(now), -1)
 
 
+def running(week: str, now: float, partial: bool) -> bool:
+    """Whether `week` is still running, which `partial` allows; refuse a week
+    that does not exist or has not begun, and a running week without `partial`."""
+    try:
+        start, end = week_bounds(week)
+    except (ValueError, OverflowError):
+        raise WeekError(f"{week!r} is not an ISO week (YYYY-Www, weeks 01 to 52, or 53 in a long year)") from None
+    if start > now:
+        raise WeekError(f"{week} has not begun")
+    if end > now and not partial:
+        ends = datetime.fromtimestamp(end, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        raise WeekError(f"{week} has not ended (it ends {ends}): build a partial batch of it with --partial")
+    return end > now
+
+
 def build(settings: Settings, queue: Queue, week: str, out: str | None = None, label_studio_files: bool = False,
-          label_studio_url: str | None = None, token: str | None = None) -> Built:
-    """Build `week`'s batch now, and record it as the week's batch if it is the first."""
-    j = settings.judgment
+          target: Target | None = None, partial: bool = False, now: float | None = None) -> Built:
+    """Build and record `week`'s batch (partial while it runs, if allowed),
+    then push it to Label Studio if `target` is given.
+    `WeekError` when the week cannot be built, `BatchExists` when it already
+    has its batch, `NotPushed` when the batch is recorded but not pushed."""
+    now = time.time() if now is None else now
+    partial = running(week, now, partial)
     group = settings.kafka.group_id
+    if not partial and (existing := queue.batch_of(group, week)) is not None:
+        raise BatchExists(existing)
     batch = batches.build(week, queue.week_candidates(group, week), config_of(settings))
-    r = j.resolver
+    same = queue.batch(group, batch.batch_id)
+    if same is not None and (partial or not same["partial"]):
+        raise BatchExists(same)
+    if same is not None:  # a partial batch of the same candidates: the same batch, now the week's
+        queue.record_batch(group, week, batch.batch_id, now, same["items"], same["directory"])
+        built = Built(week, batch.batch_id, Path(same["directory"]), same["items"])
+    else:
+        built = _written(settings, queue, batch, out, label_studio_files or target is not None, partial, now)
+    log.info("judgment batch built", extra={"week": week, "batch": built.batch_id, "items": built.items,
+                                           "directory": str(built.directory), "partial": partial})
+    if target is None:
+        return built
+    try:
+        project = push(queue, group, built.batch_id, target, now)
+    except (label_studio.LabelStudioError, export.ExportError, StoreError) as exc:
+        raise NotPushed(built, str(exc)) from None
+    return Built(built.week, built.batch_id, built.directory, built.items, partial, project)
+
+
+def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | None, label_studio_files: bool,
+             partial: bool, now: float) -> Built:
+    """The batch's files, resolved, written and recorded."""
+    r = settings.judgment.resolver
     texts = resolver.resolve(
         r.kind, [i["query"]["id"] for i in batch.items], [c["chunk_id"] for i in batch.items for c in i["chunks"]],
         path=r.path, command=r.command, url=r.url, timeout=r.timeout_seconds,
     )
     items = export.blinded_items(batch, texts)
     extra = {}
-    config = label_studio.labeling_config(label_studio.TAGS)
-    tasks = label_studio.tasks(items)
-    if label_studio_files or label_studio_url:
-        extra = {"label-studio/tasks.json": json.dumps(tasks, ensure_ascii=False, indent=1) + "\n",
-                 "label-studio/config.xml": config}
-    directory = export.write(out or j.export_dir, batch, items, extra)
-    project = None
-    if label_studio_url:
-        client = label_studio.LabelStudio(label_studio_url, token)
-        project = client.create_project(f"ragdrift {batch.batch_id}", config)
-        client.import_tasks(project, tasks)
-    queue.record_batch(group, week, batch.batch_id, time.time(), len(items), str(directory))
-    log.info("judgment batch built", extra={"week": week, "batch": batch.batch_id, "items": len(items),
-                                           "directory": str(directory), "label_studio_project": project})
-    return Built(week, batch.batch_id, directory, len(items), project)
+    if label_studio_files:
+        extra = {"label-studio/tasks.json": json.dumps(label_studio.tasks(items), ensure_ascii=False, indent=1) + "\n",
+                 "label-studio/config.xml": label_studio.labeling_config(label_studio.TAGS)}
+    root = Path(out or settings.judgment.export_dir).absolute()  # import and report run from anywhere
+    recording = queue.recording(settings.kafka.group_id, batch.manifest["week"], batch.batch_id, now, len(items),
+                                str(root / batch.batch_id), partial)
+    directory = export.write(root, batch, items, extra, recording)
+    return Built(batch.manifest["week"], batch.batch_id, directory, len(items), partial)
+
+
+def push(queue: Queue, group: str, batch_id: str, target: Target, now: float | None = None) -> int:
+    """Create a Label Studio project of a recorded batch's tasks (its
+    label-studio/ files, else its items) and record it; the project's id."""
+    row = queue.batch(group, batch_id)
+    if row is None:
+        raise NoSuchBatch(f"{batch_id} is not a known batch")
+    written = export.read_label_studio(row["directory"])
+    if written is None:  # built without --format label-studio
+        written = label_studio.labeling_config(label_studio.TAGS), label_studio.tasks(export.read_items(row["directory"]))
+    config, tasks = written
+    client = label_studio.LabelStudio(target.url, label_studio.token_from(target.token_file, target.token_env))
+    project = client.create_project(f"ragdrift {batch_id}", config)
+    client.import_tasks(project, tasks)
+    queue.record_project(group, batch_id, project, time.time() if now is None else now)
+    log.info("judgment batch pushed to Label Studio", extra={"batch": batch_id, "label_studio_project": project})
+    return project
 
 
 def weekly(settings: Settings, queue: Queue, now: float | None = None) -> Built | None:
     """The scheduled job: last week's batch, unless another replica holds the
-    lock or the week already has its batch."""
-    week = last_week(time.time() if now is None else now)
+    lock or the week already has its batch (a partial batch does not count)."""
+    now = time.time() if now is None else now
+    week = last_week(now)
     group = settings.kafka.group_id
     with locks.held(queue.store.engine, f"batch.{group}") as mine:
         if not mine:
@@ -99,5 +207,5 @@ def weekly(settings: Settings, queue: Queue, now: float | None = None) -> Built 
         if queue.batch_of(group, week) is not None:
             return None
         ls = settings.judgment.label_studio
-        token = label_studio.token_from(ls.token_file, ls.token_env) if ls.url else None
-        return build(settings, queue, week, label_studio_url=ls.url, token=token)
+        target = Target(ls.url, ls.token_file, ls.token_env) if ls.url else None
+        return build(settings, queue, week, target=target, now=now)
