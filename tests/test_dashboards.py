@@ -53,7 +53,7 @@ from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import synth
-from agent.core.sampling import iso_week
+from agent.core.sampling import iso_week, week_bounds
 from agent.core.snapshot import EXEMPLAR_FAMILIES
 from agent.demo.process import wait_until
 from agent.core.drift import freeze
@@ -484,7 +484,8 @@ def live(broker, prometheus_bin, tmp_path_factory):
             queue = Queue(store)
             week = iso_week(time.time())
             assert queue.candidate_counts(settings.kafka.group_id, week), "phase 1 stored no candidates"
-            built = batch.build(settings, queue, week)
+            # the week's own batch, as its Monday build will be (a partial batch is no week's batch)
+            built = batch.build(settings, queue, week, now=week_bounds(week)[1])
             assert built.items > 0
         finally:
             store.close()

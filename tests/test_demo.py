@@ -85,7 +85,7 @@ def test_a_judgment_batch_of_the_demo_traffic(tansu_bin, tmp_path):
     week = re.search(r"--week (\d{4}-W\d{2})", (tmp_path / "demo.out").read_text()).group(1)
     built = subprocess.run(
         [sys.executable, "-m", "agent.cli", "batch", "build", "--config", str(directory / "ragdrift.yaml"),
-         "--week", week, "--format", "label-studio"],
+         "--week", week, "--partial", "--format", "label-studio"],
         capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120,
     )
     assert built.returncode == 0, built.stderr

@@ -53,12 +53,16 @@ def test_batch_build_writes_a_batch_once(config, tmp_path, capsys):
     manifest = json.loads((directory / "manifest.json").read_text())
     assert manifest["strata"]["support|lexical"]["k"] == 3 and manifest["strata"][UNIFORM]["k"] == 4
     assert main(["batch", "build", "--config", str(config), "--week", WEEK]) == 2
-    assert "never overwritten" in capsys.readouterr().err
+    assert f"already has its batch {directory.name}" in capsys.readouterr().err
 
 
 def test_building_a_week_twice_gives_the_same_batch(config, tmp_path):
-    for out in ("one", "two"):
-        assert main(["batch", "build", "--config", str(config), "--week", WEEK, "--out", str(tmp_path / out)]) == 0
+    doc = yaml.safe_load(config.read_text())
+    copy = tmp_path / "copy.yaml"  # the same candidates in a store of their own
+    (tmp_path / "copy.db").write_bytes((tmp_path / "state.db").read_bytes())
+    copy.write_text(yaml.safe_dump({**doc, "store": {"url": f"sqlite:///{tmp_path}/copy.db"}}))
+    for path, out in ((config, "one"), (copy, "two")):
+        assert main(["batch", "build", "--config", str(path), "--week", WEEK, "--out", str(tmp_path / out)]) == 0
     (one,), (two,) = (tmp_path / "one").iterdir(), (tmp_path / "two").iterdir()
     assert one.name == two.name
     for name in ("manifest.json", "items.jsonl", "items.csv", "key.jsonl", "regression.jsonl"):

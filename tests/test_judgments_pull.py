@@ -89,10 +89,10 @@ def round_trip(label_studio, tmp_path_factory):
     token_file.write_text(label_studio.token)
     (tmp / "batch").mkdir()
     config, directory = replayed_batch(tmp / "batch", double_judged_share=0.3)
-    # the same batch again, now pushed to Label Studio (a batch directory is never overwritten: another --out)
+    # the batch, now pushed to Label Studio
     out = io.StringIO()
     with redirect_stdout(out):
-        code = main(["batch", "build", "--config", str(config), "--week", "2026-W48", "--out", str(tmp / "pushed"),
+        code = main(["batch", "push", directory.name, "--config", str(config),
                      "--label-studio-url", label_studio.url, "--label-studio-token-file", str(token_file)])
     assert code == 0
     project = int(re.search(r"Label Studio project (\d+)", out.getvalue()).group(1))

@@ -371,14 +371,12 @@ def test_real_server_errors_name_status_and_reason(project, label_studio):
     assert label_studio.token not in str(info.value)
 
 
-@server
-def test_a_batch_built_with_a_label_studio_url_becomes_a_project_of_its_items(label_studio, tmp_path):
-    """`ragdrift batch build --label-studio-url`: the project holds exactly the batch's items."""
+def _batch_store(tmp_path):
+    """Settings, and a queue holding eight candidates of 2026-W48."""
     from agent.core.sampling import UNIFORM
     from agent.io.queue import TABLES, Queue
     from agent.io.settings import load
     from agent.io.store import Store
-    from agent.jobs import batch
     from tests.core.test_sampler import cand
 
     settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"), "RAGDRIFT_JUDGMENT__SALT": "s",
@@ -387,10 +385,84 @@ def test_a_batch_built_with_a_label_studio_url_becomes_a_project_of_its_items(la
     rows = [cand(f"e{i}", stratum=UNIFORM, week="2026-W48") for i in range(8)]
     with queue.store.engine.begin() as conn:
         queue.writes("ragdrift", "t", 0, rows, (), ())(conn)
-    built = batch.build(settings, queue, "2026-W48", label_studio_url=label_studio.url, token=label_studio.token)
-    items = [json.loads(line) for line in (built.directory / "items.jsonl").read_text().splitlines()]
+    return settings, queue
+
+
+def _holds_the_batch(label_studio, project: int, directory, n: int) -> None:
+    items = [json.loads(line) for line in (directory / "items.jsonl").read_text().splitlines()]
     client = label_studio.client()
-    held = client.project_tasks(built.project)
-    assert sorted(t["data"]["item"] for t in held) == sorted(i["item"] for i in items) and len(held) == built.items
-    assert client.project(built.project)["label_config"].strip() == labeling_config(TAGS).strip()
-    assert (built.directory / "label-studio" / "tasks.json").exists()
+    held = client.project_tasks(project)
+    assert sorted(t["data"]["item"] for t in held) == sorted(i["item"] for i in items) and len(held) == n
+    assert client.project(project)["label_config"].strip() == labeling_config(TAGS).strip()
+
+
+@server
+def test_a_batch_built_with_a_label_studio_url_becomes_a_project_of_its_items(label_studio, tmp_path):
+    """`ragdrift batch build --label-studio-url`: the project holds exactly the batch's items."""
+    from agent.jobs import batch
+
+    settings, queue = _batch_store(tmp_path)
+    token = tmp_path / "token"
+    token.write_text(label_studio.token)
+    try:
+        built = batch.build(settings, queue, "2026-W48", target=batch.Target(label_studio.url, str(token)))
+        _holds_the_batch(label_studio, built.project, built.directory, built.items)
+        assert (built.directory / "label-studio" / "tasks.json").exists()
+        assert queue.batch("ragdrift", built.batch_id)["project"] == built.project
+    finally:
+        queue.store.close()
+
+
+@server
+def test_a_batch_that_label_studio_missed_is_pushed_later(label_studio, tmp_path):
+    """Label Studio down while the batch is built: the batch is recorded all
+    the same, and `ragdrift batch push` makes the project once it is back."""
+    from agent.cli import main
+    from agent.jobs import batch
+
+    settings, queue = _batch_store(tmp_path)
+    token = tmp_path / "token"
+    token.write_text(label_studio.token)
+    down = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    down_url = f"http://127.0.0.1:{down.server_address[1]}"
+    down.server_close()  # nothing listens there now
+    try:
+        with pytest.raises(batch.NotPushed, match="ragdrift batch push") as info:
+            batch.build(settings, queue, "2026-W48", target=batch.Target(down_url, str(token)))
+        built = info.value.built
+        assert queue.batch_of("ragdrift", "2026-W48")["batch_id"] == built.batch_id
+        assert queue.batch("ragdrift", built.batch_id)["project"] is None
+        config = tmp_path / "ragdrift.yaml"
+        config.write_text(json.dumps({"store": {"url": settings.store.url},
+                                      "judgment": {"export_dir": settings.judgment.export_dir}}))
+        assert main(["batch", "push", built.batch_id, "--config", str(config), "--label-studio-url", label_studio.url,
+                     "--label-studio-token-file", str(token)]) == 0
+        project = queue.batch("ragdrift", built.batch_id)["project"]
+        _holds_the_batch(label_studio, project, built.directory, built.items)
+    finally:
+        queue.store.close()
+
+
+def _batch_store(tmp_path):
+    """Settings, and a queue holding eight candidates of 2026-W48."""
+    from agent.core.sampling import UNIFORM
+    from agent.io.queue import TABLES, Queue
+    from agent.io.settings import load
+    from agent.io.store import Store
+    from tests.core.test_sampler import cand
+
+    settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"),
+                           "RAGDRIFT_STORE__URL": f"sqlite:///{tmp_path}/s.db"})
+    queue = Queue(Store(settings.store.url, None, TABLES))
+    rows = [cand(f"e{i}", stratum=UNIFORM, week="2026-W48") for i in range(8)]
+    with queue.store.engine.begin() as conn:
+        queue.writes("ragdrift", "t", 0, rows, (), ())(conn)
+    return settings, queue
+
+
+def _holds_the_batch(label_studio, project: int, directory, n: int) -> None:
+    items = [json.loads(line) for line in (directory / "items.jsonl").read_text().splitlines()]
+    client = label_studio.client()
+    held = client.project_tasks(project)
+    assert sorted(t["data"]["item"] for t in held) == sorted(i["item"] for i in items) and len(held) == n
+    assert client.project(project)["label_config"].strip() == labeling_config(TAGS).strip()

@@ -10,6 +10,7 @@ import os
 import stat
 import sys
 import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -76,6 +77,29 @@ def test_a_batch_is_never_overwritten(tmp_path):
     export.write(tmp_path, b, b.items)
     with pytest.raises(export.ExportError, match="never overwritten"):
         export.write(tmp_path, b, b.items)
+
+
+def test_a_batch_that_is_not_recorded_leaves_nothing(tmp_path):
+    """The directory is renamed into place inside the store's transaction: when
+    that fails, neither the batch nor its temporary directory stays."""
+    b = batch()
+
+    class Refused(Exception):
+        pass
+
+    @contextmanager
+    def recording():
+        yield
+        raise Refused  # the commit failed after the rename
+
+    with pytest.raises(Refused):
+        export.write(tmp_path, b, b.items, recording=recording())
+    assert os.listdir(tmp_path) == []
+    leftover = tmp_path / f".{b.batch_id}.0badc0de.building"  # of a build that was killed half way
+    leftover.mkdir()
+    (leftover / "items.jsonl").write_text("half")
+    directory = export.write(tmp_path, b, b.items)
+    assert os.listdir(tmp_path) == [b.batch_id] and (directory / "key.jsonl").exists()
 
 
 def test_nothing_is_written_through_a_symlink(tmp_path):
