@@ -44,7 +44,8 @@ def add_parser(commands) -> None:
 def _label_studio_options(parser, url_help: str) -> None:
     parser.add_argument("--label-studio-url", metavar="URL", help=url_help)
     parser.add_argument("--label-studio-token-file", metavar="FILE",
-                        help="file holding the Label Studio API token (default: $LABEL_STUDIO_TOKEN)")
+                        help="file holding the Label Studio API token "
+                             "(default: judgment.label_studio.token_file, else $LABEL_STUDIO_TOKEN)")
 
 
 def _queue(settings):

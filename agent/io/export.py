@@ -75,8 +75,7 @@ def write(export_dir: str | os.PathLike, batch: Batch, items: list[dict],
     except OSError as exc:
         raise ExportError(f"{root}: cannot use it as the export directory: {exc.strerror}") from None
     try:
-        if _exists(parent, name):
-            raise ExportError(f"{root / name} exists: a batch is never overwritten (move it away to build it again)")
+        _vacant(root, parent, name)
         building = _staged(root, parent, name, encoded, private)
         placed = False
         try:
@@ -158,19 +157,19 @@ def _staged(root: Path, parent: int, name: str, public: dict[str, bytes], privat
     return building
 
 
-def _exists(parent: int, name: str) -> bool:
+def _vacant(root: Path, parent: int, name: str) -> None:
+    """Refuse a name already taken, by anything (a directory, a file, a symlink)."""
     try:
         os.stat(name, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
-        return False
-    return True
+        return
+    raise ExportError(f"{root / name} exists: a batch is never overwritten (move it away to build it again)")
 
 
 def _rename(root: Path, parent: int, building: str, name: str) -> None:
     """Put the directory in place; an entry that appeared there meanwhile is
     kept (rename would replace an empty directory: refused first)."""
-    if _exists(parent, name):
-        raise ExportError(f"{root / name} exists: a batch is never overwritten (move it away to build it again)")
+    _vacant(root, parent, name)
     try:
         os.rename(building, name, src_dir_fd=parent, dst_dir_fd=parent)
     except OSError as exc:
