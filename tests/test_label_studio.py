@@ -371,31 +371,6 @@ def test_real_server_errors_name_status_and_reason(project, label_studio):
     assert label_studio.token not in str(info.value)
 
 
-def _batch_store(tmp_path):
-    """Settings, and a queue holding eight candidates of 2026-W48."""
-    from agent.core.sampling import UNIFORM
-    from agent.io.queue import TABLES, Queue
-    from agent.io.settings import load
-    from agent.io.store import Store
-    from tests.core.test_sampler import cand
-
-    settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"), "RAGDRIFT_JUDGMENT__SALT": "s",
-                           "RAGDRIFT_STORE__URL": f"sqlite:///{tmp_path}/s.db"})
-    queue = Queue(Store(settings.store.url, None, TABLES))
-    rows = [cand(f"e{i}", stratum=UNIFORM, week="2026-W48") for i in range(8)]
-    with queue.store.engine.begin() as conn:
-        queue.writes("ragdrift", "t", 0, rows, (), ())(conn)
-    return settings, queue
-
-
-def _holds_the_batch(label_studio, project: int, directory, n: int) -> None:
-    items = [json.loads(line) for line in (directory / "items.jsonl").read_text().splitlines()]
-    client = label_studio.client()
-    held = client.project_tasks(project)
-    assert sorted(t["data"]["item"] for t in held) == sorted(i["item"] for i in items) and len(held) == n
-    assert client.project(project)["label_config"].strip() == labeling_config(TAGS).strip()
-
-
 @server
 def test_a_batch_built_with_a_label_studio_url_becomes_a_project_of_its_items(label_studio, tmp_path):
     """`ragdrift batch build --label-studio-url`: the project holds exactly the batch's items."""
@@ -451,7 +426,7 @@ def _batch_store(tmp_path):
     from agent.io.store import Store
     from tests.core.test_sampler import cand
 
-    settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"),
+    settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"), "RAGDRIFT_JUDGMENT__SALT": "s",
                            "RAGDRIFT_STORE__URL": f"sqlite:///{tmp_path}/s.db"})
     queue = Queue(Store(settings.store.url, None, TABLES))
     rows = [cand(f"e{i}", stratum=UNIFORM, week="2026-W48") for i in range(8)]

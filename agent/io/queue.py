@@ -65,23 +65,19 @@ def security_table(metadata: MetaData) -> Table:
 
 
 def batches_table(metadata: MetaData) -> Table:
-    return Table(
-        _BATCHES, metadata,
-        Column("group_id", String(255), primary_key=True),
-        Column("week", String(8), primary_key=True),
-        Column("batch_id", String(64), nullable=False),
-        Column("built_at", Float, nullable=False),
-        Column("items", BigInteger, nullable=False),
-        Column("directory", String(1024), nullable=False),
-    )
+    return _batch_table(_BATCHES, metadata, "week")  # a week's batch: one a week
 
 
 def partial_batches_table(metadata: MetaData) -> Table:
+    return _batch_table(_PARTIAL, metadata, "batch_id")  # any number a week
+
+
+def _batch_table(name: str, metadata: MetaData, key: str) -> Table:
     return Table(
-        _PARTIAL, metadata,
+        name, metadata,
         Column("group_id", String(255), primary_key=True),
-        Column("batch_id", String(64), primary_key=True),
-        Column("week", String(8), nullable=False),
+        Column("week", String(8), primary_key=key == "week", nullable=False),
+        Column("batch_id", String(64), primary_key=key == "batch_id", nullable=False),
         Column("built_at", Float, nullable=False),
         Column("items", BigInteger, nullable=False),
         Column("directory", String(1024), nullable=False),
