@@ -72,6 +72,9 @@ def write(export_dir: str | os.PathLike, batch: Batch, items: list[dict],
     try:
         root.mkdir(parents=True, exist_ok=True)
         parent = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except FileExistsError:
+        what = "a symlink that leads nowhere" if root.is_symlink() else "not a directory"
+        raise ExportError(f"{root}: cannot use it as the export directory: {what}") from None
     except OSError as exc:
         raise ExportError(f"{root}: cannot use it as the export directory: {exc.strerror}") from None
     try:
