@@ -130,9 +130,10 @@ def build(settings: Settings, queue: Queue, week: str, out: str | None = None, l
     """Build and record `week`'s batch (partial while it runs, if allowed),
     then push it to Label Studio if `target` is given.
     `WeekError` when the week cannot be built, `BatchExists` when it already
-    has its batch, `NotPushed` when the batch is recorded but not pushed."""
-    now = time.time() if now is None else now
-    partial = running(week, now, partial)
+    has its batch, `NotPushed` when the batch is recorded but not pushed.
+    `now` (default: the clock) decides which weeks have ended; the batch
+    is recorded with the time it was built."""
+    partial = running(week, time.time() if now is None else now, partial)
     group = settings.kafka.group_id
     if not partial and (existing := queue.batch_of(group, week)) is not None:
         raise BatchExists(existing)
@@ -141,23 +142,23 @@ def build(settings: Settings, queue: Queue, week: str, out: str | None = None, l
     if same is not None and (partial or not same["partial"]):
         raise BatchExists(same)
     if same is not None:  # a partial batch of the same candidates: the same batch, now the week's
-        queue.record_batch(group, week, batch.batch_id, now, same["items"], same["directory"])
+        queue.record_batch(group, week, batch.batch_id, time.time(), same["items"], same["directory"])
         built = Built(week, batch.batch_id, Path(same["directory"]), same["items"])
     else:
-        built = _written(settings, queue, batch, out, label_studio_files or target is not None, partial, now)
+        built = _written(settings, queue, batch, out, label_studio_files or target is not None, partial)
     log.info("judgment batch built", extra={"week": week, "batch": built.batch_id, "items": built.items,
                                            "directory": str(built.directory), "partial": partial})
     if target is None:
         return built
     try:
-        project = push(queue, group, built.batch_id, target, now)
+        project = push(queue, group, built.batch_id, target)
     except (label_studio.LabelStudioError, export.ExportError, StoreError) as exc:
         raise NotPushed(built, str(exc)) from None
     return Built(built.week, built.batch_id, built.directory, built.items, partial, project)
 
 
 def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | None, label_studio_files: bool,
-             partial: bool, now: float) -> Built:
+             partial: bool) -> Built:
     """The batch's files, resolved, written and recorded."""
     r = settings.judgment.resolver
     texts = resolver.resolve(
@@ -170,13 +171,13 @@ def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | 
         extra = {"label-studio/tasks.json": json.dumps(label_studio.tasks(items), ensure_ascii=False, indent=1) + "\n",
                  "label-studio/config.xml": label_studio.labeling_config(label_studio.TAGS)}
     root = Path(out or settings.judgment.export_dir).absolute()  # import and report run from anywhere
-    recording = queue.recording(settings.kafka.group_id, batch.manifest["week"], batch.batch_id, now, len(items),
+    recording = queue.recording(settings.kafka.group_id, batch.manifest["week"], batch.batch_id, time.time(), len(items),
                                 str(root / batch.batch_id), partial)
     directory = export.write(root, batch, items, extra, recording)
     return Built(batch.manifest["week"], batch.batch_id, directory, len(items), partial)
 
 
-def push(queue: Queue, group: str, batch_id: str, target: Target, now: float | None = None) -> int:
+def push(queue: Queue, group: str, batch_id: str, target: Target) -> int:
     """Create a Label Studio project of a recorded batch's tasks (its
     label-studio/ files, else its items) and record it; the project's id."""
     row = queue.batch(group, batch_id)
@@ -189,7 +190,7 @@ def push(queue: Queue, group: str, batch_id: str, target: Target, now: float | N
     client = label_studio.LabelStudio(target.url, label_studio.token_from(target.token_file, target.token_env))
     project = client.create_project(f"ragdrift {batch_id}", config)
     client.import_tasks(project, tasks)
-    queue.record_project(group, batch_id, project, time.time() if now is None else now)
+    queue.record_project(group, batch_id, project, time.time())
     log.info("judgment batch pushed to Label Studio", extra={"batch": batch_id, "label_studio_project": project})
     return project
 
