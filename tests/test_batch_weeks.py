@@ -44,7 +44,8 @@ def write_config(tmp_path: Path, **judgment) -> Path:
     path = tmp_path / "ragdrift.yaml"
     path.write_text(yaml.safe_dump({
         "store": {"url": f"sqlite:///{tmp_path}/state.db"},
-        "judgment": {"export_dir": str(tmp_path / "batches"), "budget": 3, "uniform_budget": 4, **judgment},
+        "judgment": {"export_dir": str(tmp_path / "batches"), "budget": 3, "uniform_budget": 4, "salt": "weeks",
+                     **judgment},
     }))
     return path
 
