@@ -77,6 +77,7 @@ def build_batch(args: argparse.Namespace) -> int:
 
 
 def push_batch(args: argparse.Namespace) -> int:
+    from agent.io.secrets import redact_url
     from agent.jobs import batch
 
     settings = settings_from(args.config)
@@ -90,7 +91,7 @@ def push_batch(args: argparse.Namespace) -> int:
                                  _target(settings, url, args.label_studio_token_file))
     finally:
         queue.store.close()
-    print(f"{args.batch}: Label Studio project {project} at {url}")
+    print(f"{args.batch}: Label Studio project {project} at {redact_url(url)}")
     return 0
 
 
