@@ -64,7 +64,7 @@ def write(export_dir: str | os.PathLike, batch: Batch, items: list[dict],
         "items.csv": _csv(items),
         **(extra or {}),
     }
-    encoded = {name: _encoded(name, text) for name, text in files.items()}
+    public = {name: _encoded(name, text) for name, text in files.items()}
     private = {name: _encoded(name, _jsonl(rows)) for name, rows in (("key.jsonl", batch.key),
                                                                       ("regression.jsonl", batch.regression))}
     name = batch.batch_id
@@ -79,7 +79,7 @@ def write(export_dir: str | os.PathLike, batch: Batch, items: list[dict],
         raise ExportError(f"{root}: cannot use it as the export directory: {exc.strerror}") from None
     try:
         _vacant(root, parent, name)
-        building = _staged(root, parent, name, encoded, private)
+        building = _staged(root, parent, name, public, private)
         placed = False
         try:
             with recording or nullcontext():
