@@ -112,6 +112,7 @@ def test_drift_alarms_on_the_shifted_scores_of_the_last_day(config, capsys):
 def test_drift_without_a_baseline_or_days_is_a_usage_error(tmp_path, capsys):
     path = tmp_path / "ragdrift.yaml"
     path.write_text(yaml.safe_dump({"store": {"url": f"sqlite:///{tmp_path}/empty.db"}}))
+    Store(load(path).store.url, None, TABLES).close()  # the agent's store, before it has counted a day
     code, _, err = run(capsys, "drift", "--config", str(path))
     assert code == 2 and "no drift counts stored yet" in err
     code, _, err = run(capsys, "drift", "--config", str(path), "--day", "2026-03-01")

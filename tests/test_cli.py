@@ -499,6 +499,9 @@ def test_check_config_masks_a_password_in_the_store_url(capsys, monkeypatch, tmp
     ("metrics: {port: high}\n", "metrics.port"),
     ("kafka: {topics: [a], dead_letter_topic: a}\n", "kafka.dead_letter_topic"),
     ("- a list\n", "top level"),
+    ("judgment: {thresholds: {rerank_shift: .inf}}\n", "judgment.thresholds.rerank_shift"),
+    ("judgment: {resolver: {timeout_seconds: -1}}\n", "judgment.resolver.timeout_seconds"),
+    ("judgment: {export_dir: ''}\n", "judgment.export_dir"),
 ])
 def test_check_config_error_exits_2_naming_the_key(capsys, tmp_path, text, key):
     config = tmp_path / "bad.yaml"

@@ -193,7 +193,8 @@ def test_every_unauthorized_event_is_queued_once(killed_run):
             continue
         if facts.unauthorized or facts.unauthorized_risk:
             expected.add(facts.event.event_id)
-    queued = run.queue.incidents(run.group)
+    queued, unreadable = run.queue.incidents(run.group)
+    assert not unreadable
     ids = [i.event_id for i in queued]
     assert expected and any(not i.claims_present for i in queued) and any(i.unauthorized for i in queued)
     assert len(ids) == len(set(ids)) == run.queue.security_size(run.group)

@@ -55,10 +55,10 @@ def add_parser(commands) -> None:
     drift.set_defaults(handler=drift_report)
 
 
-def _drift_store(settings):
+def _drift_store(settings, *, write: bool):
     from agent.io.drift_store import TABLES, DriftStore
 
-    return DriftStore(open_store(settings, TABLES))
+    return DriftStore(open_store(settings, TABLES, write=write))
 
 
 def _day(text: str, flag: str) -> str:
@@ -104,7 +104,7 @@ def freeze_baseline(args: argparse.Namespace) -> int:
     first, last = _day(args.first, "--from"), _day(args.last, "--to")
     if first > last:
         raise UsageError(f"--from {first} is after --to {last}")
-    store = _drift_store(settings)
+    store = _drift_store(settings, write=True)
     try:
         days = store.stored_days(settings.kafka.group_id, first, last, args.app)
         if not days:
@@ -134,7 +134,7 @@ def freeze_baseline(args: argparse.Namespace) -> int:
 
 def list_baselines(args: argparse.Namespace) -> int:
     settings = settings_from(args.config)
-    store = _drift_store(settings)
+    store = _drift_store(settings, write=False)
     try:
         found, bad = store.list_baselines()
     finally:
@@ -163,7 +163,7 @@ def show_baseline(args: argparse.Namespace) -> int:
     name = _name(name, "NAME")
     version = _version(version, "VERSION") if version else None
     settings = settings_from(args.config)
-    store = _drift_store(settings)
+    store = _drift_store(settings, write=False)
     try:
         baseline = _load(store, name, version)
     finally:
@@ -212,7 +212,7 @@ def drift_report(args: argparse.Namespace) -> int:
         raise UsageError("give --day or --from/--to, not both")
     name = None if args.baseline is None else _name(args.baseline, "--baseline")
     version = None if args.version is None else _version(args.version, "--version")
-    store = _drift_store(settings)
+    store = _drift_store(settings, write=False)
     try:
         group = settings.kafka.group_id
         if args.first or args.last:

@@ -25,6 +25,8 @@ def demo(args: argparse.Namespace) -> int:
     from agent.demo.app import Demo
     from agent.demo.broker import BrokerMissing, tansu_bin
 
+    if not 0 <= args.port < 65536:
+        raise UsageError(f"--port {args.port}: expected a TCP port (0 picks a free one)")
     try:
         tansu_bin()  # before anything starts: without the `demo` extra, one line that says what to install
     except BrokerMissing as exc:

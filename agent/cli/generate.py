@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import datetime
 from typing import BinaryIO
@@ -46,13 +45,10 @@ def generate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     lines = synth.generate(args.events, args.seed, args.start, args.rate, incidents, args.invalid_rate)
-    try:
-        with _open_output(args.output) as out, progress(args.events) as bar:
-            for line in lines:
-                out.write(line + b"\n")
-                bar.update(1)
-    except BrokenPipeError:  # `ragdrift generate ... | head` is fine
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    with _open_output(args.output) as out, progress(args.events) as bar:  # a closed pipe: see agent.cli.main
+        for line in lines:
+            out.write(line + b"\n")
+            bar.update(1)
     return 0
 
 

@@ -8,8 +8,10 @@ import sys
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
-from agent.cli.common import UsageError, open_store
+from agent.cli.common import UsageError, at_least, open_store
 from agent.cli.run import settings_from
+
+_NAMED = 20  # unreadable rows named by event id; the count covers the rest
 
 
 def add_parser(commands) -> None:
@@ -36,7 +38,7 @@ def add_parser(commands) -> None:
     listing = actions.add_parser("list", help="events that served unauthorized results, oldest first")
     listing.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (its store section)")
     listing.add_argument("--since", metavar="TIME", help="only events at or after this RFC 3339 time")
-    listing.add_argument("--limit", type=int, default=None)
+    listing.add_argument("--limit", type=int, default=None, metavar="N", help="only the N oldest rows")
     listing.add_argument("--format", choices=("table", "json"), default="table")
     listing.set_defaults(handler=list_security)
 
@@ -48,10 +50,10 @@ def _label_studio_options(parser, url_help: str) -> None:
                              "(default: judgment.label_studio.token_file, else $LABEL_STUDIO_TOKEN)")
 
 
-def _queue(settings):
+def _queue(settings, *, write: bool):
     from agent.io.queue import TABLES, Queue
 
-    return Queue(open_store(settings, TABLES))
+    return Queue(open_store(settings, TABLES, write=write))
 
 
 def build_batch(args: argparse.Namespace) -> int:
@@ -61,7 +63,7 @@ def build_batch(args: argparse.Namespace) -> int:
     now = datetime.now(timezone.utc).timestamp()
     week = args.week or batch.last_week(now)
     target = _target(settings, args.label_studio_url, args.label_studio_token_file) if args.label_studio_url else None
-    queue = _queue(settings)
+    queue = _queue(settings, write=True)
     try:
         with _one_line():
             try:
@@ -84,7 +86,7 @@ def push_batch(args: argparse.Namespace) -> int:
     url = args.label_studio_url or settings.judgment.label_studio.url
     if not url:
         raise UsageError("no Label Studio to push to: pass --label-studio-url or set judgment.label_studio.url")
-    queue = _queue(settings)
+    queue = _queue(settings, write=True)
     try:
         with _one_line():
             project = batch.push(queue, settings.kafka.group_id, args.batch,
@@ -120,6 +122,7 @@ def _one_line():
 
 
 def list_security(args: argparse.Namespace) -> int:
+    at_least(args.limit, 0, "--limit")
     settings = settings_from(args.config)
     since = None
     if args.since is not None:
@@ -127,18 +130,24 @@ def list_security(args: argparse.Namespace) -> int:
             since = datetime.fromisoformat(args.since.replace("Z", "+00:00")).timestamp()
         except ValueError:
             raise UsageError(f"--since {args.since!r}: expected an RFC 3339 time") from None
-    queue = _queue(settings)
+    queue = _queue(settings, write=False)
     try:
-        incidents = queue.incidents(settings.kafka.group_id, since, args.limit)
+        incidents, unreadable = queue.incidents(settings.kafka.group_id, since, args.limit)
     finally:
         queue.store.close()
     if args.format == "json":
         for incident in incidents:
             sys.stdout.write(json.dumps(incident.to_dict(), sort_keys=True) + "\n")
-        return 0
-    print(f"{'time':<20} {'app':<16} {'event':<36} {'unauthorized':>12}  chunks")
-    for x in incidents:
-        when = datetime.fromtimestamp(x.ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        chunks = ", ".join(r[0] for r in x.unauthorized) or "(claims missing)"
-        print(f"{when:<20} {x.app:<16} {x.event_id:<36} {len(x.unauthorized):>12}  {chunks}")
+    else:
+        print(f"{'time':<20} {'app':<16} {'event':<36} {'unauthorized':>12}  chunks")
+        for x in incidents:
+            when = datetime.fromtimestamp(x.ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            chunks = ", ".join(r[0] for r in x.unauthorized) or "(claims missing)"
+            print(f"{when:<20} {x.app:<16} {x.event_id:<36} {len(x.unauthorized):>12}  {chunks}")
+    if unreadable:  # after the rows that could be read: the queue stays usable with a damaged row
+        sys.stdout.flush()
+        named = ", ".join(unreadable[:_NAMED]) + (f" and {len(unreadable) - _NAMED} more" if len(unreadable) > _NAMED else "")
+        print(f"ragdrift: error: {len(unreadable)} unreadable security queue row(s) skipped, event ids: {named}",
+              file=sys.stderr)
+        return 1
     return 0

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from agent.cli.common import UsageError, open_store
+from agent.cli.common import UsageError, at_least, open_store
 from agent.cli.report import add_report
 from agent.cli.run import settings_from
 
@@ -90,6 +90,7 @@ def pull_project(args: argparse.Namespace) -> int:
     from agent.core.judgments.importing import parse_label_studio
     from agent.io.label_studio import LabelStudio, LabelStudioError, TooLarge, token_from
 
+    at_least(args.project, 1, "--project")
     settings = settings_from(args.config)
     try:
         token = token_from(args.label_studio_token_file, settings.judgment.label_studio.token_env)
@@ -121,7 +122,7 @@ def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
     from agent.jobs.judgments import import_parsed, recalibrate
 
     settings = settings or settings_from(args.config)
-    store = open_store(settings, _tables())
+    store = open_store(settings, _tables(), write=True)
     try:
         queue, qrels = Queue(store), Qrels(store)
         imported = import_parsed(queue, qrels, settings.kafka.group_id, parsed)
@@ -160,7 +161,7 @@ def calibrate_scores(args: argparse.Namespace) -> int:
     from agent.jobs.judgments import calibrate
 
     settings = settings_from(args.config)
-    store = open_store(settings, _tables())
+    store = open_store(settings, _tables(), write=True)
     try:
         fits = calibrate(store, Queue(store), Qrels(store), settings.kafka.group_id, settings.judgment.calibration)
     except (ExportError, StoreError) as exc:

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from agent.cli.common import UsageError, progress
+from agent.cli.common import UsageError, at_least, progress
 
 
 def add_parser(commands) -> None:
@@ -31,6 +31,7 @@ def replay(args: argparse.Namespace) -> int:
     from agent.core.state import PartitionState
     from agent.core.summary import summarize
 
+    at_least(args.max_bytes, 1, "--max-bytes")
     judging = _judging(args) if args.sample else None
     streams = [_open_input(path) for path in args.files]
     # A batch tool over a finite input: keep every label value, so that source

@@ -11,7 +11,7 @@ import argparse
 import importlib.util
 import sys
 
-from agent.cli.common import UsageError, open_store
+from agent.cli.common import UsageError, at_least, open_store
 from agent.cli.run import settings_from
 
 
@@ -36,10 +36,9 @@ def run_report(args: argparse.Namespace) -> int:
     from agent.core.judgments.report import Options
     from agent.jobs.report import render, reports
 
-    if args.weeks < 1:
-        raise UsageError(f"--weeks must be at least 1, got {args.weeks}")
-    if args.resamples < 1:
-        raise UsageError(f"--resamples must be at least 1, got {args.resamples}")
+    at_least(args.weeks, 1, "--weeks")
+    at_least(args.resamples, 1, "--resamples")
+    at_least(args.seed, 0, "--seed")
     if args.plots and importlib.util.find_spec("matplotlib") is None:
         raise UsageError("--plots needs matplotlib: pip install 'ragdrift-agent[plots]'")
     batches = _load(args.config, args.batch, args.weeks)
@@ -69,7 +68,7 @@ def _load(config: str | None, batch: str | None, weeks: int):
     from agent.jobs.judgments import judged_batches
 
     settings = settings_from(config)
-    store = open_store(settings, (*QUEUE, *QRELS))
+    store = open_store(settings, (*QUEUE, *QRELS), write=False)
     try:
         return judged_batches(Queue(store), Qrels(store), settings.kafka.group_id, batch, weeks)
     except (ExportError, StoreError) as exc:

@@ -29,10 +29,6 @@ class Incident:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict) -> Incident:
-        return cls(**{**data, "unauthorized": tuple(tuple(r) for r in data["unauthorized"])})
-
 
 def incident_of(facts: Facts) -> Incident | None:
     """The event's incident, or None when every result was authorized."""

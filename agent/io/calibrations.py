@@ -53,7 +53,7 @@ class Calibrations:
             with self.store.engine.begin() as conn:
                 conn.execute(self.store.insert(self.table).on_conflict_do_nothing(), rows)
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot store calibrations: {exc.__class__.__name__}") from exc
+            raise StoreError(f"cannot store calibrations: {self.store.describe(exc)}") from exc
 
     def newest(self) -> list[Calibration]:
         """The newest fit of every (app, pipeline version)."""

@@ -14,6 +14,11 @@ from agent.core.drift.calibrate import Calibration
 from agent.core.drift.days import DriftConfig
 from agent.core.drift.features import FEATURES, Grids
 
+# A grid holds its cells + 1 edges, and a baseline one count per cell: far
+# above any useful resolution (the defaults use at most 4000), well below
+# what would exhaust memory when the agent builds it.
+MAX_CELLS = 1 << 20
+
 
 @dataclass(frozen=True)
 class GridSettings:
@@ -57,6 +62,7 @@ def check_drift(d: DriftSettings, need: Callable[[bool, str, str], None]) -> Non
         for feature, g in features.items():
             key = f"drift.grids.{app}.{feature}"
             need(feature in FEATURES, key, f"not a numeric drift feature (one of {', '.join(FEATURES)})")
+            need(g.cells <= MAX_CELLS, f"{key}.cells", f"must be at most {MAX_CELLS}")
             try:
                 Grid(float(g.lo), float(g.hi), g.cells, g.scale)
             except (TypeError, ValueError) as exc:

@@ -140,7 +140,7 @@ class DriftStore:
                 stmt = self.store.insert(self.baselines).on_conflict_do_nothing().returning(self.baselines.c.version)
                 return conn.execute(stmt, row).first() is not None
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot store the baseline: {exc.__class__.__name__}") from exc
+            raise StoreError(f"cannot store the baseline: {self.store.describe(exc)}") from exc
 
     def list_baselines(self) -> tuple[list[StoredBaseline], int]:
         """Every stored baseline that reads back whole, oldest first, and how many did not (skipped)."""

@@ -15,9 +15,12 @@ from apscheduler.triggers.cron import CronTrigger
 from agent.core.calibrated import Gate
 from agent.core.judging import JudgingConfig
 from agent.core.judgments.calibration import FOLDS, THRESHOLD
+from agent.core.judgments.labels import GRADES
 from agent.core.sampling import HOLDOUT_SHARE, SIGNALS, Budgets, RiskConfig
+from agent.io import setting_checks as checks
 
 THRESHOLDS = ("top1_low", "gap_small", "rerank_shift", "new_terms_min", "rare_share")  # RiskConfig's
+COUNTS = ("rerank_shift", "new_terms_min")  # the thresholds that count ranks or terms
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class JudgmentSettings:
 
 def risk_config(j: JudgmentSettings) -> RiskConfig:
     """The risk weights and thresholds the core assesses events with."""
-    thresholds = {name: (int(v) if name in ("rerank_shift", "new_terms_min") else v) for name, v in j.thresholds.items()}
+    thresholds = {name: (int(v) if name in COUNTS else v) for name, v in j.thresholds.items()}
     return RiskConfig(weights=dict(j.weights), **thresholds)
 
 
@@ -101,10 +104,14 @@ def check_judgment(j: JudgmentSettings, need: Callable[[bool, str, str], None]) 
     for signal, weight in j.weights.items():
         need(signal in SIGNALS, f"judgment.weights.{signal}", f"unknown risk signal (known: {', '.join(SIGNALS)})")
         need(weight >= 0, f"judgment.weights.{signal}", "must be >= 0")
-    for name in j.thresholds:
-        need(name in THRESHOLDS, f"judgment.thresholds.{name}", f"unknown threshold (known: {', '.join(THRESHOLDS)})")
+    for name, value in j.thresholds.items():
+        key = f"judgment.thresholds.{name}"
+        need(name in THRESHOLDS, key, f"unknown threshold (known: {', '.join(THRESHOLDS)})")
+        need(name not in COUNTS or (checks.whole(value) and value >= 1), key, "must be a whole number >= 1")
+        need(name != "rare_share" or 0 <= value <= 1, key, "must be in [0, 1]")
     need(0 <= j.holdout_share < 1, "judgment.holdout_share", "must be in [0, 1)")
     need(0 <= j.double_judged_share <= 1, "judgment.double_judged_share", "must be in [0, 1]")
+    need(checks.path(j.export_dir), "judgment.export_dir", "must be a directory path")
     try:
         CronTrigger.from_crontab(j.schedule, timezone="UTC")
     except ValueError as exc:
@@ -120,9 +127,18 @@ def check_judgment(j: JudgmentSettings, need: Callable[[bool, str, str], None]) 
     need(c.min_labels >= c.folds, "judgment.calibration.min_labels", "must be >= judgment.calibration.folds")
     need(c.pool_batches >= 1, "judgment.calibration.pool_batches", "must be >= 1")
     need(c.refresh_seconds > 0, "judgment.calibration.refresh_seconds", "must be > 0")
-    need(j.resolver.kind in ("none", "file", "command", "http"), "judgment.resolver.kind",
-         "must be none, file, command or http")
-    need(j.resolver.kind != "file" or bool(j.resolver.path), "judgment.resolver.path", "is required for kind file")
-    need(j.resolver.kind != "command" or bool(j.resolver.command), "judgment.resolver.command",
-         "is required for kind command")
-    need(j.resolver.kind != "http" or bool(j.resolver.url), "judgment.resolver.url", "is required for kind http")
+    need(min(GRADES) < c.threshold <= max(GRADES), "judgment.calibration.threshold",
+         f"must be in ({min(GRADES)}, {max(GRADES)}]: a grade at least this is relevant")
+    r = j.resolver
+    need(r.kind in ("none", "file", "command", "http"), "judgment.resolver.kind", "must be none, file, command or http")
+    need(r.kind != "file" or r.path is not None, "judgment.resolver.path", "is required for kind file")
+    need(r.path is None or checks.path(r.path), "judgment.resolver.path", "must be a file path")
+    need(r.kind != "command" or bool(r.command), "judgment.resolver.command", "is required for kind command")
+    need(not r.command or checks.path(r.command[0]), "judgment.resolver.command", "must start with a program")
+    need(r.kind != "http" or r.url is not None, "judgment.resolver.url", "is required for kind http")
+    need(r.url is None or checks.http_url(r.url), "judgment.resolver.url", "must be an http:// or https:// URL")
+    need(r.timeout_seconds > 0, "judgment.resolver.timeout_seconds", "must be > 0")
+    ls = j.label_studio
+    need(ls.url is None or checks.http_url(ls.url), "judgment.label_studio.url", "must be an http:// or https:// URL")
+    need(ls.token_file is None or checks.path(ls.token_file), "judgment.label_studio.token_file", "must be a file path")
+    need(checks.env_name(ls.token_env), "judgment.label_studio.token_env", "must be an environment variable name")

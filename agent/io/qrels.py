@@ -80,8 +80,7 @@ class Qrels:
             raise StoreError("another import added versions of the same labels meanwhile: "
                              "nothing of this one was written, run it again") from None
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot import labels into {self.store.engine_url()}: "
-                             f"{exc.__class__.__name__}") from exc
+            raise StoreError(f"cannot import labels into {self.store.engine_url()}: {self.store.describe(exc)}") from exc
         return revision
 
     def latest(self, batch_id: str) -> list[Label]:

@@ -38,6 +38,7 @@ _BATCHES = "ragdrift_batches"
 _PARTIAL = "ragdrift_partial_batches"
 _PROJECTS = "ragdrift_batch_projects"
 _CANDIDATE = msgspec.json.Decoder(Candidate)
+_INCIDENT = msgspec.json.Decoder(Incident)
 
 
 def candidates_table(metadata: MetaData) -> Table:
@@ -194,14 +195,23 @@ class Queue:
                     "store") from None
         return found
 
-    def incidents(self, group_id: str, since: float | None = None, limit: int | None = None) -> list[Incident]:
-        """The security review queue, oldest first."""
+    def incidents(self, group_id: str, since: float | None = None,
+                  limit: int | None = None) -> tuple[list[Incident], list[str]]:
+        """The security review queue, oldest first (at most `limit` rows), and
+        the event ids of the rows among them that do not decode: a damaged row
+        is skipped, so it cannot hide the others during an incident."""
         s = self.security.c
-        query = select(s.incident).where(s.group_id == group_id)
+        query = select(s.event_id, s.incident).where(s.group_id == group_id)
         if since is not None:
             query = query.where(s.ts >= since)
         query = query.order_by(s.ts, s.event_id).limit(limit)
-        return [Incident.from_dict(orjson.loads(row.incident)) for row in self.store.read(query)]
+        found, unreadable = [], []
+        for row in self.store.read(query):
+            try:
+                found.append(_INCIDENT.decode(row.incident))
+            except msgspec.DecodeError:
+                unreadable.append(row.event_id)
+        return found, unreadable
 
     def candidate_counts(self, group_id: str, week: str) -> dict[str, int]:
         """Candidates per stratum of one week, over every replica."""
@@ -230,7 +240,7 @@ class Queue:
             existing = self.batch(group_id, batch_id) if partial else self.batch_of(group_id, week)
             raise BatchExists(existing or {**row, "partial": partial}) from None
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot record the batch: {exc.__class__.__name__}") from None
+            raise StoreError(f"cannot record the batch: {self.store.describe(exc)}") from None
 
     def record_batch(self, group_id: str, week: str, batch_id: str, built_at: float, items: int, directory: str,
                      partial: bool = False) -> None:
@@ -248,7 +258,7 @@ class Queue:
             with self.store.engine.begin() as conn:
                 conn.execute(stmt, row)
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot record the Label Studio project: {exc.__class__.__name__}") from None
+            raise StoreError(f"cannot record the Label Studio project: {self.store.describe(exc)}") from None
 
     def batch_of(self, group_id: str, week: str) -> dict | None:
         """The week's batch (never a partial one)."""

@@ -12,8 +12,10 @@ error, repr or printout shows a secret: the value of a key named like one
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
+import threading
 import types
 import typing
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from typing import Any
 import yaml
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
+from agent.io import setting_checks as checks
 from agent.io.drift_settings import DriftSettings, check_drift
 from agent.io.judgment_settings import JudgmentSettings, check_judgment
 from agent.io.kafka_options import check_options
@@ -278,7 +281,17 @@ def _check(s: Settings) -> None:
         if not ok:
             raise ConfigError(f"{key}: {why}")
 
+    for key, value in checks.floats(s):  # NaN passes every comparison, infinity most: none is a valid setting
+        need(math.isfinite(value), key, "must be a finite number")
+        if key.endswith("_seconds"):  # waited on by threads, sockets and subprocesses
+            need(value <= threading.TIMEOUT_MAX, key, f"must be at most {threading.TIMEOUT_MAX:.0f}")
+    need(bool(s.kafka.bootstrap_servers.strip()) and all(b.strip() for b in s.kafka.bootstrap_servers.split(",")),
+         "kafka.bootstrap_servers", "must be a comma-separated list of host:port")
     need(bool(s.kafka.topics), "kafka.topics", "at least one topic is required")
+    for i, name in enumerate(s.kafka.topics):
+        need(checks.topic(name), f"kafka.topics[{i}]", "must be a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)")
+    need(checks.topic(s.kafka.dead_letter_topic), "kafka.dead_letter_topic", "must be a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)")
+    need(s.kafka.group_id.strip() != "", "kafka.group_id", "must not be empty")
     need(s.kafka.dead_letter_topic not in s.kafka.topics, "kafka.dead_letter_topic", "must differ from the topics consumed")
     need(s.kafka.auto_offset_reset in ("earliest", "latest"), "kafka.auto_offset_reset", "must be earliest or latest")
     need(s.kafka.max_message_bytes > 0, "kafka.max_message_bytes", "must be > 0")
@@ -291,15 +304,18 @@ def _check(s: Settings) -> None:
          "must be below kafka.session_timeout_ms")
     check_options(s.kafka.client, s.kafka.consumer, s.kafka.producer, need)
     need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")
-    need(s.store.url.split(":", 1)[0].split("+")[0] in ("sqlite", "postgresql"), "store.url", "must be sqlite:///... or postgresql://...")
     need(_encoded_credentials(s.store.url), "store.url",
          'a "@", "/" or "?" in its password must be percent-encoded (%40, %2F, %3F)')
+    check_store(s.store, need)
     need(0 <= s.metrics.port < 65536, "metrics.port", "must be a TCP port (0 picks a free one)")
     need(s.metrics.top_n >= 1, "metrics.top_n", "must be >= 1")
     need(s.metrics.snapshot_interval_seconds > 0, "metrics.snapshot_interval_seconds", "must be > 0")
     need(s.metrics.stalled_after_seconds > 0, "metrics.stalled_after_seconds", "must be > 0")
     need(s.metrics.ready_max_lag >= 0, "metrics.ready_max_lag", "must be >= 0")
     need((s.metrics.tls.cert_file is None) == (s.metrics.tls.key_file is None), "metrics.tls", "cert_file and key_file go together")
+    for name in ("cert_file", "key_file"):
+        value = getattr(s.metrics.tls, name)
+        need(value is None or checks.path(value), f"metrics.tls.{name}", "must be a file path")
     need(s.logging.format in ("auto", "json", "text"), "logging.format", "must be auto, json or text")
     need(s.logging.level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "logging.level", "must be DEBUG, INFO, WARNING or ERROR")
     need(s.windows.lateness_seconds >= 0, "windows.lateness_seconds", "must be >= 0")
@@ -319,3 +335,23 @@ def _check(s: Settings) -> None:
         raise ConfigError(f"windows: {exc}") from None
     check_judgment(s.judgment, need)
     check_drift(s.drift, need)
+
+
+def check_store(store: StoreSettings, need) -> None:
+    """The store a run opens: a database URL SQLAlchemy reads, a file for SQLite
+    (an in-memory database forgets every checkpoint and no command can read it),
+    a schema only where there are schemas."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    scheme = store.url.split(":", 1)[0].split("+")[0]
+    need(scheme in ("sqlite", "postgresql"), "store.url", "must be sqlite:///... or postgresql://...")
+    try:
+        url = make_url(store.url)
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        need(False, "store.url", "is not a database URL")
+    if scheme == "sqlite":
+        need(url.database not in (None, "", ":memory:") and not url.host, "store.url",
+             "must name a SQLite file: sqlite:///relative/path or sqlite:////absolute/path")
+    need(store.schema is None or (scheme == "postgresql" and store.schema.strip() != ""), "store.schema",
+         "must be a PostgreSQL schema name (SQLite has no schemas)")

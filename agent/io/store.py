@@ -16,13 +16,22 @@ Replicas that start together on an empty database each create the tables:
 on PostgreSQL they take turns under an advisory lock, so the second finds
 what the first created; upgrades add what an older schema lacks, in the
 same locked transaction.
+
+Only the agent creates a store (`Opening.CREATE`). Every other command opens
+the store the agent made (`Opening.EXISTING` to write into it, `Opening.READ`
+to read it), so a mistyped path or a forgotten `--config` is an error that
+names the store, never a new empty database read as an empty queue.
 """
 
 from __future__ import annotations
 
+import enum
+import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import orjson
 from sqlalchemy import (
@@ -37,12 +46,14 @@ from sqlalchemy import (
     create_engine,
     delete,
     inspect,
+    make_url,
     select,
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.util import asbool
 
 from agent.io.secrets import redact_url
 
@@ -64,12 +75,39 @@ def _of(table: Table, group_id: str, topic: str, partition: int) -> tuple:
     return c.group_id == group_id, c.topic == topic, c.partition == partition
 
 
-def _timeouts(url: str) -> dict:
+class Opening(enum.Enum):
+    """How a store is opened: who may create what."""
+
+    CREATE = "create"  # the agent: creates the database and every table it lacks, upgrades old ones
+    EXISTING = "existing"  # commands that write into the agent's store: it must exist; they add their own tables
+    READ = "read"  # read-only commands: the store and every table they read must exist; nothing is written
+
+
+def _timeouts(url: URL, opening: Opening) -> dict:
     """Bound every wait on the store: an unreachable database must fail a
-    checkpoint in seconds, not block the consumer past its session timeout."""
-    if url.startswith("postgresql"):
-        return {"connect_timeout": 5, "options": "-c statement_timeout=5000"}
-    return {"timeout": 5}
+    checkpoint in seconds, not block the consumer past its session timeout.
+    A SQLite URL's own `?timeout=SECONDS` (the wait on a locked file) is kept."""
+    if url.get_backend_name() == "postgresql":
+        options = "-c statement_timeout=5000"
+        if opening is Opening.READ:
+            options += " -c default_transaction_read_only=on"
+        return {"connect_timeout": 5, "options": options}
+    return {} if "timeout" in url.query else {"timeout": 5}
+
+
+def _existing_sqlite(url: URL, opening: Opening) -> URL:
+    """The SQLite URL opened without creating the file (read-only for `READ`),
+    or `StoreError` when there is no file to open."""
+    mode = "ro" if opening is Opening.READ else "rw"
+    if asbool(url.query.get("uri", False)):  # already a SQLite URI: only its mode changes
+        return url.update_query_dict({"mode": mode})
+    path = url.database or ":memory:"
+    if path == ":memory:":
+        raise StoreError("no ragdrift store in an in-memory SQLite database: store.url needs a file (sqlite:///PATH)")
+    if not os.path.isfile(path):
+        raise StoreError(f"no ragdrift store at {os.path.abspath(path)}: no such file "
+                         "(`ragdrift run` creates it; check store.url and --config)")
+    return url.set(database=f"file:{quote(os.path.abspath(path))}").update_query_dict({"mode": mode, "uri": "true"})
 
 
 # pg_advisory_xact_lock key serializing schema changes between replicas
@@ -93,7 +131,8 @@ class Checkpoint:
 
 
 class Store:
-    def __init__(self, url: str, schema: str | None = None, tables: Iterable[Callable[[MetaData], Table]] = ()):
+    def __init__(self, url: str, schema: str | None = None, tables: Iterable[Callable[[MetaData], Table]] = (),
+                 opening: Opening = Opening.CREATE):
         self.url = url
         self.metadata = MetaData(schema=schema)
         self.checkpoints = Table(
@@ -114,20 +153,65 @@ class Store:
         )
         self.joined_tables = [define(self.metadata) for define in tables]
         try:
-            self.engine = create_engine(url, pool_pre_ping=True, connect_args=_timeouts(url))
-            postgres = self.engine.dialect.name == "postgresql"
+            self._parsed = make_url(url)
+        except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+            raise StoreError(f"cannot open store {self.engine_url()}: not a database URL") from None
+        parsed = self._parsed
+        if parsed.get_backend_name() == "sqlite" and opening is not Opening.CREATE:
+            parsed = _existing_sqlite(parsed, opening)
+        try:
+            self.engine = create_engine(parsed, pool_pre_ping=True, connect_args=_timeouts(parsed, opening))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open store {self.engine_url()}: {self.describe(exc)}") from exc
+        postgres = self.engine.dialect.name == "postgresql"
+        try:
             with self.engine.begin() as conn:
-                if postgres:
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-                self.metadata.create_all(conn)
-                self._upgrade(conn)
-        except (SQLAlchemyError, ValueError) as exc:  # ValueError: a URL SQLAlchemy cannot parse (a port not a number)
-            raise StoreError(f"cannot open store {self.engine_url()}: {exc.__class__.__name__}") from exc
+                if opening is Opening.READ:
+                    self._require(conn, self.joined_tables)
+                else:
+                    if postgres:
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                    if opening is Opening.EXISTING:
+                        self._require(conn, ())
+                    self.metadata.create_all(conn)
+                    self._upgrade(conn)
+        except SQLAlchemyError as exc:
+            self.engine.dispose()
+            raise StoreError(f"cannot open store {self.engine_url()}: {self.describe(exc)}") from exc
+        except StoreError:
+            self.engine.dispose()
+            raise
         self.postgres = postgres
         self.insert = postgresql.insert if postgres else sqlite.insert  # with on_conflict_* on either
         # Several replicas share PostgreSQL, so loads read one snapshot; SQLite
         # serves a single replica, with no other writer to tear a load.
         self._snapshot_isolation = "REPEATABLE READ" if postgres else "SERIALIZABLE"
+
+    def _require(self, conn: Connection, tables: Iterable[Table]) -> None:
+        """`StoreError` unless the database holds a ragdrift store with every one of `tables`."""
+        schema = self.metadata.schema
+        present = set(inspect(conn).get_table_names(schema=schema))
+        where = self.engine_url() + (f" (schema {schema})" if schema else "")
+        if not any(name.startswith("ragdrift_") for name in present):
+            raise StoreError(f"no ragdrift store at {where}: the database holds no ragdrift tables "
+                             "(`ragdrift run` creates them; check store.url and --config)")
+        missing = sorted(t.name for t in tables if t.name not in present)
+        if missing:
+            raise StoreError(f"store {where} lacks {', '.join(missing)}: it was made by an older release "
+                             "(the agent of this release adds them when it starts)")
+
+    def describe(self, exc: SQLAlchemyError, detail: bool = False) -> str:
+        """What failed, for a `StoreError`'s message, in words an operator can act
+        on: SQLite's own message (a locked file above all, with its path); else
+        the error's class, and with `detail` the driver's message too."""
+        orig = getattr(exc, "orig", None)
+        if isinstance(orig, sqlite3.Error):
+            if "locked" in str(orig):
+                path = self._parsed.database or ""
+                path = path if path.startswith("file:") else os.path.abspath(path)
+                return f"the store is locked: another process holds the SQLite file {path}"
+            return f"{exc.__class__.__name__}: {orig}"
+        return f"{exc.__class__.__name__}: {exc}" if detail else exc.__class__.__name__
 
     def _upgrade(self, conn) -> None:
         """Add the columns a store created by an older release lacks (new columns are nullable)."""
@@ -149,7 +233,7 @@ class Store:
             with self.engine.connect() as conn:
                 return list(conn.execute(query))
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read {self.engine_url()}: {exc.__class__.__name__}") from exc
+            raise StoreError(f"cannot read {self.engine_url()}: {self.describe(exc)}") from exc
 
     def engine_url(self) -> str:
         """The URL with its credentials masked, for messages and logs."""
@@ -212,7 +296,7 @@ class Store:
                 for write in joined:
                     write(conn)
         except SQLAlchemyError as exc:
-            raise StoreError(f"checkpoint failed: {exc.__class__.__name__}: {exc}") from exc
+            raise StoreError(f"checkpoint failed: {self.describe(exc, detail=True)}") from exc
 
     def load(self, group_id: str, topic: str, partition: int) -> Checkpoint | None:
         c = self.checkpoints.c
@@ -228,7 +312,7 @@ class Store:
                 row = conn.execute(query).first()
                 sealed = [[r.bucket, orjson.loads(r.tally)] for r in conn.execute(sealed_query)] if row else []
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot load checkpoint: {exc.__class__.__name__}: {exc}") from exc
+            raise StoreError(f"cannot load checkpoint: {self.describe(exc, detail=True)}") from exc
         if row is None:
             return None
         return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state), sealed, topic_id=row.topic_id)
@@ -244,7 +328,7 @@ class Store:
                 for write in joined:
                     write(conn)
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot reset checkpoint: {exc.__class__.__name__}: {exc}") from exc
+            raise StoreError(f"cannot reset checkpoint: {self.describe(exc, detail=True)}") from exc
 
     def ping(self) -> bool:
         try:

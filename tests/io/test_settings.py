@@ -321,7 +321,7 @@ def test_wrong_types_name_the_dotted_key(tmp_path, text, key):
     ("judgment: {weights: {clicks: 1}}\n", "judgment.weights.clicks"),
     ("judgment: {weights: {stale: -1}}\n", "judgment.weights.stale"),
     ("judgment: {thresholds: {top2_low: 0.1}}\n", "judgment.thresholds.top2_low"),
-    ("judgment: {thresholds: {rerank_shift: 0}}\n", "judgment"),
+    ("judgment: {thresholds: {rerank_shift: 0}}\n", "judgment.thresholds.rerank_shift"),
     ("judgment: {holdout_share: 1}\n", "judgment.holdout_share"),
     ("judgment: {double_judged_share: 1.5}\n", "judgment.double_judged_share"),
     ("judgment: {schedule: 'every monday'}\n", "judgment.schedule"),
@@ -338,6 +338,77 @@ def test_wrong_types_name_the_dotted_key(tmp_path, text, key):
 ])
 def test_cross_field_checks_name_the_key(tmp_path, text, key):
     assert error(tmp_path, text).startswith(f"{key}: ")
+
+
+# What a run, a batch build or a command would refuse when it uses the value;
+# check-config refuses it first, naming the key.
+AS_USED = [
+    ("kafka: {bootstrap_servers: ''}\n", "kafka.bootstrap_servers"),
+    ("kafka: {bootstrap_servers: 'kafka-0:9092,'}\n", "kafka.bootstrap_servers"),
+    ("kafka: {topics: ['']}\n", "kafka.topics[0]"),
+    ("kafka: {topics: [retrieval.v1, 'bad topic']}\n", "kafka.topics[1]"),
+    ("kafka: {dead_letter_topic: ''}\n", "kafka.dead_letter_topic"),
+    ("kafka: {group_id: ' '}\n", "kafka.group_id"),
+    ("store: {url: 'sqlite://'}\n", "store.url"),
+    ("store: {url: 'sqlite:///:memory:'}\n", "store.url"),
+    ("store: {url: 'sqlite://host/state.db'}\n", "store.url"),
+    ("store: {url: 'postgresql+psycopg://h:port/db'}\n", "store.url"),
+    ("store: {schema: monitoring}\n", "store.schema"),
+    ("store: {url: 'postgresql+psycopg://db/ragdrift', schema: ''}\n", "store.schema"),
+    ("metrics: {tls: {cert_file: '', key_file: /tls/tls.key}}\n", "metrics.tls.cert_file"),
+    ("judgment: {export_dir: ''}\n", "judgment.export_dir"),
+    ("judgment: {export_dir: '  '}\n", "judgment.export_dir"),
+    ("judgment: {thresholds: {rerank_shift: 2.5}}\n", "judgment.thresholds.rerank_shift"),
+    ("judgment: {thresholds: {new_terms_min: 0}}\n", "judgment.thresholds.new_terms_min"),
+    ("judgment: {thresholds: {rare_share: 1.5}}\n", "judgment.thresholds.rare_share"),
+    ("judgment: {resolver: {timeout_seconds: -1}}\n", "judgment.resolver.timeout_seconds"),
+    ("judgment: {resolver: {timeout_seconds: 0}}\n", "judgment.resolver.timeout_seconds"),
+    ("judgment: {resolver: {timeout_seconds: 1.0e+300}}\n", "judgment.resolver.timeout_seconds"),
+    ("judgment: {calibration: {refresh_seconds: 1.0e+300}}\n", "judgment.calibration.refresh_seconds"),
+    ("kafka: {probe_interval_seconds: 1.0e+300}\n", "kafka.probe_interval_seconds"),
+    ("judgment: {resolver: {kind: file, path: ''}}\n", "judgment.resolver.path"),
+    ("judgment: {resolver: {kind: command, command: ['']}}\n", "judgment.resolver.command"),
+    ("judgment: {resolver: {kind: http, url: 'file:///etc/passwd'}}\n", "judgment.resolver.url"),
+    ("judgment: {resolver: {kind: http, url: 'http://'}}\n", "judgment.resolver.url"),
+    ("judgment: {label_studio: {url: 'label-studio:8080'}}\n", "judgment.label_studio.url"),
+    ("judgment: {label_studio: {token_file: ''}}\n", "judgment.label_studio.token_file"),
+    ("judgment: {label_studio: {token_env: ''}}\n", "judgment.label_studio.token_env"),
+    ("judgment: {label_studio: {token_env: 'MY TOKEN'}}\n", "judgment.label_studio.token_env"),
+    ("judgment: {calibration: {threshold: 0}}\n", "judgment.calibration.threshold"),
+    ("judgment: {calibration: {threshold: 4}}\n", "judgment.calibration.threshold"),
+    ("drift: {grids: {app: {top1_score: {lo: 0, hi: 1, cells: 10000000000}}}}\n", "drift.grids.app.top1_score.cells"),
+]
+
+
+@pytest.mark.parametrize(("text", "key"), AS_USED)
+def test_settings_are_checked_as_they_are_used(tmp_path, text, key):
+    assert error(tmp_path, text).startswith(f"{key}: ")
+
+
+def _float_keys(value, where: str = "") -> list[str]:
+    """The dotted key of every float setting, with an entry in each float mapping."""
+    if dataclasses.is_dataclass(value):
+        return [k for f in dataclasses.fields(value)
+                for k in _float_keys(getattr(value, f.name), f"{where}.{f.name}" if where else f.name)]
+    return [where] if isinstance(value, float) else []
+
+
+EVERY_FLOAT = [*_float_keys(Settings()), "judgment.weights.stale", "judgment.thresholds.top1_low",
+               "judgment.thresholds.rerank_shift", "metrics.score_buckets.default", "drift.grids.app.top1_score.lo"]
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+@pytest.mark.parametrize("key", EVERY_FLOAT)
+def test_every_float_setting_must_be_finite(tmp_path, key, value):
+    *parents, name = key.split(".")
+    if key == "metrics.score_buckets.default":
+        doc: dict = {name: [0.0, yaml.safe_load(value)]}
+    else:
+        doc = {name: yaml.safe_load(value)}
+    for parent in reversed(parents):
+        doc = {parent: doc}
+    message = error(tmp_path, yaml.safe_dump(doc))
+    assert message.startswith(key), message
 
 
 def test_calibration_settings_load_and_make_the_gate(tmp_path):

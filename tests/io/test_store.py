@@ -4,17 +4,18 @@ upserts, the never-backwards fencing rule, schemas, health and errors."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import traceback
 
 import orjson
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Column, Integer, Table, create_engine, inspect, text
 
 from agent import synth
 from agent.core.config import CoreConfig
 from agent.core.state import PartitionState
 from agent.demo.process import free_port
-from agent.io.store import Checkpoint, Store, StoreError
+from agent.io.store import Checkpoint, Opening, Store, StoreError
 
 GROUP = "ragdrift"
 
@@ -236,4 +237,68 @@ def test_other_components_join_the_checkpoint_transaction(url):
             assert sorted(conn.execute(select(table.c.event_id)).scalars()) == ["e1", "e2"]
         assert store.load(GROUP, "a", 0).next_offset == 10
     finally:
+        store.close()
+
+
+# -- who may create a store ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opening", [Opening.READ, Opening.EXISTING])
+def test_only_the_agent_creates_a_sqlite_store(tmp_path, opening):
+    path = tmp_path / "state.db"
+    with pytest.raises(StoreError, match=f"no ragdrift store at {path}: no such file"):
+        Store(f"sqlite:///{path}", opening=opening)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("opening", [Opening.READ, Opening.EXISTING])
+def test_a_database_without_ragdrift_tables_is_no_store(url, opening):
+    engine = create_engine(url)
+    with engine.begin() as conn:  # something else's tables
+        conn.execute(text("CREATE TABLE orders (id INTEGER)"))
+    try:
+        with pytest.raises(StoreError, match="no ragdrift store at .*: the database holds no ragdrift tables"):
+            Store(url, opening=opening)
+        with engine.connect() as conn:
+            assert inspect(conn).get_table_names() == ["orders"]
+    finally:
+        engine.dispose()
+
+
+def test_a_read_opening_writes_nothing(url):
+    Store(url).close()
+    store = Store(url, opening=Opening.READ)
+    try:
+        assert store.load(GROUP, "a", 0) is None
+        with pytest.raises(StoreError, match="checkpoint failed"):  # read-only on both databases
+            store.save(GROUP, [Checkpoint("a", 0, 1, {})])
+    finally:
+        store.close()
+
+
+def test_a_read_opening_needs_every_table_it_reads_and_an_existing_one_adds_them(url):
+    def extra(metadata):
+        return Table("ragdrift_extra", metadata, Column("k", Integer, primary_key=True))
+
+    Store(url).close()  # a store made before `ragdrift_extra` existed
+    with pytest.raises(StoreError, match="lacks ragdrift_extra: it was made by an older release"):
+        Store(url, None, [extra], Opening.READ)
+    Store(url, None, [extra], Opening.EXISTING).close()  # a writing command adds its own table
+    Store(url, None, [extra], Opening.READ).close()
+
+
+def test_a_locked_sqlite_store_fails_a_checkpoint_naming_the_file(tmp_path):
+    path = tmp_path / "state.db"
+    store = Store(f"sqlite:///{path}?timeout=0.05")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError) as info:
+            store.save(GROUP, [Checkpoint("a", 0, 1, {})])
+        assert str(info.value) == f"checkpoint failed: the store is locked: another process holds the SQLite file {path}"
+        with pytest.raises(StoreError, match="cannot load checkpoint: the store is locked"):
+            store.load(GROUP, "a", 0)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
         store.close()

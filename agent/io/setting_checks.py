@@ -1,0 +1,62 @@
+"""What the configuration checks ask of a value: a path, a URL, a name, a finite number.
+
+Shared by the sections' checks (agent/io/settings.py and the modules it
+splits out), so `ragdrift check-config` refuses exactly what the agent and the
+commands would refuse when they use the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")  # Kafka's legal topic names
+
+
+def path(value: str | None) -> bool:
+    """A file or directory path a process can open: not blank (which would
+    mean the working directory), no NUL byte."""
+    return value is not None and value.strip() != "" and "\0" not in value
+
+
+def http_url(value: str | None) -> bool:
+    """An http:// or https:// URL with a host."""
+    if value is None:
+        return False
+    try:
+        parts = urlsplit(value)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # a malformed port or IPv6 literal
+        return False
+
+
+def env_name(value: str) -> bool:
+    return bool(_ENV_NAME.match(value))
+
+
+def topic(value: str) -> bool:
+    return bool(_TOPIC.match(value)) and value not in (".", "..")
+
+
+def whole(value: float) -> bool:
+    """A number without a fractional part (a YAML 3.0 counts as 3)."""
+    return float(value).is_integer()
+
+
+def floats(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
+    """Every float in the settings, by its dotted key."""
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from floats(getattr(value, f.name), f"{where}.{f.name}" if where else f.name)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from floats(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from floats(item, f"{where}[{i}]")
+    elif isinstance(value, float):
+        yield where, value
