@@ -34,6 +34,7 @@ STORE_COMMANDS = {
     "judgments calibrate": ["judgments", "calibrate"],
     "drift": ["drift"],
     "baseline list": ["baseline", "list"],
+    "baseline show": ["baseline", "show", "launch"],
     "baseline freeze": ["baseline", "freeze", "--name", "b", "--from", "2026-03-01", "--to", "2026-03-02"],
     "batch build": ["batch", "build", "--week", "2026-W48"],
 }
