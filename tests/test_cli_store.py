@@ -37,6 +37,7 @@ STORE_COMMANDS = {
     "baseline show": ["baseline", "show", "launch"],
     "baseline freeze": ["baseline", "freeze", "--name", "b", "--from", "2026-03-01", "--to", "2026-03-02"],
     "batch build": ["batch", "build", "--week", "2026-W48"],
+    "batch push": ["batch", "push", "2026-W48-6c27fe2b", "--label-studio-url", "http://127.0.0.1:9"],
 }
 
 
@@ -107,7 +108,8 @@ def test_read_only_commands_do_not_add_tables_a_store_lacks(capsys, tmp_path):
     url = f"sqlite:///{tmp_path}/state.db"
     Store(url, None, DRIFT).close()  # a store made before the judgment queue existed
     status, _, err = run(capsys, "security", "list", "--config", str(config(tmp_path, url)))
-    assert status == 2 and "lacks ragdrift_batches, ragdrift_candidates, ragdrift_security_queue" in one_line_error(err)
+    line = one_line_error(err)
+    assert status == 2 and " lacks ragdrift_" in line and ", ragdrift_security_queue: " in line
     with sqlite3.connect(tmp_path / "state.db") as conn:
         assert "ragdrift_security_queue" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
 
