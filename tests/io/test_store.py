@@ -302,3 +302,9 @@ def test_a_locked_sqlite_store_fails_a_checkpoint_naming_the_file(tmp_path):
         holder.execute("ROLLBACK")
         holder.close()
         store.close()
+
+
+def test_an_unparseable_url_is_a_store_error_that_hides_the_password():
+    with pytest.raises(StoreError) as info:
+        Store("postgresql+psycopg://ragdrift:Sup3r-Secret-pw@127.0.0.1:port/ragdrift")
+    assert str(info.value) == "cannot open store postgresql+psycopg://ragdrift:***@127.0.0.1:port/ragdrift: not a database URL"
