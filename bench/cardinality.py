@@ -13,7 +13,6 @@ received to the last, so the group join is not measured.
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile
@@ -21,13 +20,13 @@ import threading
 import time
 
 import orjson
-from kafka import KafkaProducer
 
 from agent.demo.broker import Tansu
 from agent.demo.process import wait_until
 from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.service import build
 from agent.synth import generate
+from throughput import fill  # bench/ is the script's directory
 
 NORMAL, ATTACK = "bench.normal.v1", "bench.attack.v1"
 
@@ -42,14 +41,6 @@ def attack(lines: list[bytes], names: int) -> list[bytes]:
             result["source"] = f"source-{n % names}"
         out.append(orjson.dumps(event))
     return out
-
-
-def fill(bootstrap: str, topic: str, lines: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024)
-    for line in lines:
-        producer.send(topic, line)
-    producer.flush()
-    producer.close()
 
 
 def consume(bootstrap: str, topic: str, count: int) -> None:
@@ -80,8 +71,17 @@ def consume(bootstrap: str, topic: str, count: int) -> None:
         agent.stop()
         thread.join(30)
         running.close()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    peak = _peak_rss_mib()
     print(orjson.dumps({"rate": count / (marks["last"] - marks["first"]), "rss_mib": peak}).decode())
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak RSS (VmHWM: unlike ru_maxrss, not inherited from the parent across exec)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def run(bootstrap: str, topic: str, count: int) -> dict:
@@ -105,7 +105,7 @@ def main() -> None:
         for topic, traffic in ((NORMAL, lines), (ATTACK, attack(lines, args.names))):
             broker.create_topic(topic, 3)
             broker.create_topic(topic + ".dlq", 1)
-            fill(broker.bootstrap, topic, traffic)
+            fill(broker.bootstrap, traffic, topic)
         normal, attacked = run(broker.bootstrap, NORMAL, args.events), run(broker.bootstrap, ATTACK, args.events)
     print(f"{args.events} events per run on tansu; the attack names {args.names} apps and {args.names} sources")
     print(f"{'normal traffic':<26} {normal['rate']:>8,.0f} events/s   peak RSS {normal['rss_mib']:>6.0f} MiB")
