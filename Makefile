@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/calibration.py
 	$(BIN)/python bench/drift.py
 	$(BIN)/python bench/instructions.py
+	$(BIN)/python bench/cardinality.py
 
 # Helm reads no file outside its chart: the chart keeps copies of the alert
 # rules and the Grafana dashboards, which tests/test_helm.py compares byte for byte.

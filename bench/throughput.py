@@ -39,10 +39,10 @@ from agent.synth import generate
 TOPIC = "bench.retrieval.v1"
 
 
-def fill(bootstrap: str, lines: list[bytes]) -> None:
+def fill(bootstrap: str, lines: list[bytes], topic: str = TOPIC) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024)
     for line in lines:
-        producer.send(TOPIC, line)
+        producer.send(topic, line)
     producer.flush()
     producer.close()
 

@@ -27,7 +27,6 @@ def replay(args: argparse.Namespace) -> int:
     from agent.core.config import CoreConfig
     from agent.core.judging import samples
     from agent.core.partitions import Outbox
-    from agent.core.reasons import RejectedEvent
     from agent.core.state import PartitionState
     from agent.core.summary import summarize
 
@@ -40,14 +39,7 @@ def replay(args: argparse.Namespace) -> int:
     rejected: Counter[str] = Counter()
     rows = Outbox()  # every week's candidates, as the store would hold them
     with progress() as bar:
-        for n, line in enumerate(_lines(streams), 1):
-            try:
-                state.process(line, args.max_bytes)
-            except RejectedEvent as exc:
-                rejected[exc.kind] += 1
-            if judging is not None and n % 10000 == 0:
-                rows.take(state)
-            bar.update(1)
+        run(state, _lines(streams), args.max_bytes, rejected, rows if judging is not None else None, bar.update)
     summary = summarize(state.totals(), dict(rejected))
     if judging is not None:
         rows.take(state)
@@ -58,6 +50,28 @@ def replay(args: argparse.Namespace) -> int:
     else:
         print(_table(summary))
     return 0
+
+
+def run(state, lines: Iterator[bytes], max_bytes: int, rejected: Counter, rows=None, tick=lambda n: None) -> None:
+    """Feed `lines` through `state`, as the agent's consumer loop does per batch: every `ROUND` lines
+    the round's additions are read back (`take_added`), which lets the windows forget buckets they
+    retired, and the judgment candidates move to `rows` when it is given."""
+    from agent.core.reasons import RejectedEvent
+
+    for n, line in enumerate(lines, 1):
+        try:
+            state.process(line, max_bytes)
+        except RejectedEvent as exc:
+            rejected[exc.kind] += 1
+        if n % ROUND == 0:
+            state.take_added()
+            if rows is not None:
+                rows.take(state)
+        tick(1)
+    state.take_added()
+
+
+ROUND = 10000
 
 
 def _judging(args: argparse.Namespace):

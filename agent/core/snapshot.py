@@ -4,7 +4,8 @@ The agent builds a `Snapshot` every second or so from its process-wide
 counters (monotone: every event adds to them, nothing regroups them), its
 partitions' windows and its own health. Label values are folded here to the
 top N by volume plus `other`, and the per-window ratios and source
-concentration are computed here, from the windows before folding.
+concentration are computed here: per app shown (the other apps together as
+`other`), over every source.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def fold(tally: Tally, shown: Shown) -> Tally:
 
 
 def derived(windows: Mapping[str, Tally]) -> Tally:
-    """Ratios and source concentration per window, from unfolded windows."""
+    """Ratios and source concentration per window, from windows whose sources are unfolded."""
     out: Tally = {}
     for window, tally in windows.items():
         by_source: dict[str, float] = defaultdict(float)
@@ -190,7 +191,10 @@ class Exposition:
         return Snapshot(
             counters=folded,
             windows={name: fold(tally, self.shown) for name, tally in windows.items()},
-            gauges=derived(windows),
+            # Per-app ratios over the apps shown (the rest as one `other`), so that every app-labelled
+            # family shows at most top_n apps whatever each partition's label set kept; sources stay
+            # unfolded, since concentration is computed over all of them.
+            gauges=derived({name: fold(tally, {"app": self.shown["app"]}) for name, tally in windows.items()}),
             exemplars={k: v for k, v in (exemplars or {}).items() if k[0] in EXEMPLAR_FAMILIES},
             apps=tuple(sorted({k[1] for k in folded if k[0] == RETRIEVALS.name})),
             processed=sum(v for k, v in counters.items() if k[0] == RETRIEVALS.name),

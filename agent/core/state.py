@@ -96,9 +96,9 @@ class PartitionState:
         if unknown_fields:
             inc(target, UNKNOWN_FIELDS.key(), unknown_fields)
         if self.judging is not None:
-            self.judging.observe(facts, new_terms if self.baseline is not None else 0, self.windows.watermark)
+            self.judging.observe(facts, new_terms if self.baseline is not None else 0, self.windows.watermark, app)
         if self.drift is not None:
-            self.drift.observe(facts)
+            self.drift.observe(facts, app)
         return facts
 
     def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Facts:

@@ -10,9 +10,12 @@ the same day makes it "mixed"). Days stored before grids were recorded have no
 each partition's deltas (agent/core/drift/days.py) to the stored counts in the
 transaction that moves the offsets past the events, so every event is counted
 exactly once, summed over partitions and replicas. The add is a read-modify-
-write under a row lock (the row is inserted empty first if missing, then read
-FOR UPDATE on PostgreSQL); rows are taken in sorted order, so replicas adding
-to the same rows wait for each other instead of deadlocking.
+write under row locks, in three statements per checkpoint whatever the number
+of rows: the missing rows are inserted empty (one multi-row insert), the
+group's rows of the days touched are read FOR UPDATE on PostgreSQL (one
+select, locking them in sorted order, so replicas adding to the same days wait
+for each other instead of deadlocking), and the new counts are written back
+(one update, executed for many rows).
 
 `ragdrift_baselines` holds each frozen baseline's canonical JSON under (name,
 version). Rows are never changed: freezing a name again from other days adds
@@ -27,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
-from sqlalchemy import Column, Float, LargeBinary, MetaData, String, Table, select, update
+from sqlalchemy import Column, Float, LargeBinary, MetaData, String, Table, bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -97,18 +100,27 @@ class DriftStore:
                 {"group_id": group_id, "day": day, "app": app, "feature": feature, "counts": b"{}"}
                 for day, app, feature in keys
             ])
+            query = (select(d.day, d.app, d.feature, d.counts)
+                     .where(d.group_id == group_id, d.day.in_(sorted({day for day, _, _ in keys})))
+                     .order_by(d.day, d.app, d.feature))
+            found = conn.execute(query.with_for_update() if self.store.postgres else query)
+            stored = {(r.day, r.app, r.feature): r.counts for r in found if (r.day, r.app, r.feature) in total}
+            rows = []
             for day, app, feature in keys:
-                where = (d.group_id == group_id, d.day == day, d.app == app, d.feature == feature)
-                query = select(d.counts).where(*where)
-                stored = orjson.loads(conn.execute(query.with_for_update() if self.store.postgres else query).scalar_one())
+                counts = orjson.loads(stored[(day, app, feature)])
+                delta = total[(day, app, feature)]
                 if feature == QUERIES:  # a bottom-k sample: union, the k smallest keys kept
-                    merge_sample(stored, total[(day, app, feature)])
+                    merge_sample(counts, delta)
                 elif feature == GRIDS:  # each feature's grid: another one than stored makes it "mixed"
-                    merge_grids(stored, total[(day, app, feature)])
-                for key, n in total[(day, app, feature)].items() if feature not in (QUERIES, GRIDS) else ():
-                    key = str(key)
-                    stored[key] = stored.get(key, 0) + n
-                conn.execute(update(self.days).where(*where).values(counts=orjson.dumps(stored)))
+                    merge_grids(counts, delta)
+                else:
+                    for key, n in delta.items():
+                        key = str(key)
+                        counts[key] = counts.get(key, 0) + n
+                rows.append({"g": group_id, "d": day, "a": app, "f": feature, "new": orjson.dumps(counts)})
+            conn.execute(update(self.days).where(
+                d.group_id == bindparam("g"), d.day == bindparam("d"), d.app == bindparam("a"),
+                d.feature == bindparam("f")).values(counts=bindparam("new")), rows)
 
         return write
 

@@ -136,3 +136,35 @@ def test_days_record_their_grids_and_days_stored_without_them_still_load(drift):
     legacy = drift.stored_days(GROUP)[day]
     assert {a: (c.numeric, c.mixes) for a, c in legacy.items()} == {a: (c.numeric, c.mixes) for a, c in counted.items()}
     assert all(c.grids == {} for c in legacy.values())
+
+
+def test_a_checkpoint_writes_its_rows_in_three_statements_whatever_their_number(drift):
+    from sqlalchemy import event
+
+    statements = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        if "ragdrift_drift_days" in statement:
+            statements.append(statement)
+
+    event.listen(drift.store.engine, "before_cursor_execute", count)
+    used, rows = [], []
+    for lines in (LINES[:5], LINES[5:], LINES):  # few rows, many rows, then all of them again onto stored ones
+        state = PartitionState(CoreConfig(), drift=DriftConfig())
+        box = Outbox()
+        for line in lines:
+            state.process(line)
+        box.take(state)
+        rows.append(len(box.drift))
+        statements.clear()
+        checkpoint(drift, 0, len(lines), box)
+        used.append(len(statements))
+    event.remove(drift.store.engine, "before_cursor_execute", count)
+    assert rows[1] > rows[0] and used == [3, 3, 3]
+    twice = expected(LINES)
+    for apps in twice.values():  # each event was counted twice: once in the first two checkpoints, once in the third
+        for counts in apps.values():
+            for cells in (*counts.numeric.values(), *counts.mixes.values()):
+                for key in cells:
+                    cells[key] *= 2
+    assert drift.stored_days(GROUP) == twice

@@ -8,9 +8,12 @@ it to the stored counts (`count = count + delta`), which makes the stored
 days exactly once, summed over partitions and replicas. Between checkpoints
 only the deltas are held; a restored partition starts with none.
 
-Values come from the event's `Facts`, raw (not the metrics' bounded label
-sets, which depend on what each partition saw first): the counts do not
-depend on how the stream was partitioned.
+Values come from the event's `Facts`, raw; the app they count under is the
+metrics' bounded label (agent/core/labels.py): the first `max_label_values`
+apps a partition sees keep their name, later ones count under `other`. A
+producer bug or an attack sending thousands of app names then adds at most
+that many rows per day and feature, not one per name. Within that bound the
+counts do not depend on how the stream was partitioned.
 
 | feature | value(s) per event |
 | --- | --- |
@@ -97,9 +100,12 @@ class DriftDays:
         self._ring: dict[Key, Deltas] = {}  # (slot, app) -> taken counts by ("", app, name), newest slots only
         self._newest = 0  # the newest slot taken
 
-    def observe(self, facts: Facts) -> None:
+    def observe(self, facts: Facts, app: str | None = None) -> None:
+        """Buffer one event's values under `app`, the event's app as the bounded label set names it
+        (the event's own when not given)."""
         event = facts.event
-        app = event.app
+        if app is None:
+            app = event.app
         slot = int(facts.ts // SLOT)
         last = self._last.get(app)
         if last is None or last[0] != slot:
