@@ -40,7 +40,7 @@ from agent.io.secrets import SecretError, one_line, redact_url, scrub
 
 MAX_ANSWER_BYTES = 100_000_000  # the default bound of one answer, an export above all
 QUERY_STYLE = ("position: sticky; top: 0; z-index: 10; background: #eef3fb; border: 2px solid #4a78c2;"
-               " border-radius: 6px; padding: 4px 12px 8px; margin-bottom: 12px; font-weight: 500")
+               " border-radius: 6px; padding: 4px 12px 8px; margin-bottom: 12px")
 CHUNK_STYLE = "border-top: 1px solid #bbb; padding-top: 4px; margin-top: 12px"
 ROW_STYLE = "display: flex; align-items: baseline; gap: 12px; flex-wrap: wrap"
 CAPTION_STYLE = "margin: 4px 0; min-width: 11em"
