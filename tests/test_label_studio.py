@@ -99,7 +99,7 @@ def test_labeling_config_is_xml_with_one_grade_and_tag_set_per_chunk():
 
 def test_the_query_is_pinned_and_set_apart_and_every_row_has_a_caption():
     root = ET.fromstring(labeling_config(TAGS))
-    pinned = root[0]  # the first thing in the view, the query inside
+    pinned = root.find("View")  # the first thing in the view, the query inside
     assert pinned.tag == "View" and [c.get("name") for c in pinned.iter("Text")] == ["query"]
     style = dict(part.split(":", 1) for part in pinned.get("style").replace(" ", "").split(";") if part)
     assert style["position"] == "sticky" and style["top"] == "0" and "background" in style and "border" in style

@@ -45,6 +45,7 @@ CHUNK_STYLE = "border-top: 1px solid #bbb; padding-top: 4px; margin-top: 12px"
 ROW_STYLE = "display: flex; align-items: baseline; gap: 12px; flex-wrap: wrap"
 CAPTION_STYLE = "margin: 4px 0; min-width: 11em"
 NO_HOTKEY = " "  # a key no keyboard sends: an explicit hotkey stops Label Studio assigning its own
+HIDE_HOTKEY_HINTS = ".lsf-choice .lsf-hint { display: none; }"  # the hint would show the blank key as "[ ]"
 GRADE_REQUIRED = ("Grade every chunk (0 irrelevant to 3 highly relevant) before you submit:"
                   " at least one chunk has no grade yet.")
 PROJECT_SETTINGS = {
@@ -77,6 +78,7 @@ def labeling_config(tags: Sequence[str]) -> str:
     """The XML config: the query pinned on top, then per numbered chunk its
     text, a required 0-3 grade, the tags and an evidence group, each captioned."""
     view = ET.Element("View")
+    ET.SubElement(view, "Style").text = HIDE_HOTKEY_HINTS
     pinned = ET.SubElement(view, "View", style=QUERY_STYLE)
     ET.SubElement(pinned, "Header", value="Query", size="5", style="margin: 2px 0")
     ET.SubElement(pinned, "Text", name="query", value="$query")

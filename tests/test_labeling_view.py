@@ -1,0 +1,124 @@
+"""The labeling view as a judge sees it: a real Label Studio in headless Chromium.
+
+A judge logs in, opens the project's labeling stream and gets a task: the
+query pinned above numbered chunks, captioned rows, keys that select
+nothing. The screenshot is always taken and checked to be more than a blank
+page; with ``RAGDRIFT_SCREENSHOT=1`` it is also written to
+docs/images/labeling-view.png (the README shows it).
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import struct
+import urllib.parse
+import urllib.request
+import zlib
+from pathlib import Path
+
+import pytest
+
+from agent.io.label_studio import TAGS, labeling_config, tasks
+from tests.browser import Browser
+from tests.test_label_studio import ITEMS
+
+pytestmark = pytest.mark.label_studio
+IMAGE = Path(__file__).resolve().parent.parent / "docs" / "images" / "labeling-view.png"
+SHOWN = {**ITEMS[1], "query": {"id": "q-19c2", "text": "How do I set up the VPN client on Linux?"}, "chunks": [
+    {"chunk": "2026-W48-0002-1", "chunk_id": "vpn/linux#2",
+     "text": "Install the VPN client on Linux with `sudo apt install corp-vpn`, then run `corp-vpn login` "
+             "and sign in with your company account. The client starts with the system from then on."},
+    {"chunk": "2026-W48-0002-2", "chunk_id": "vpn/mac#2",
+     "text": "On macOS, open System Settings > VPN, choose Add VPN Configuration and import the profile "
+             "the IT portal gives you."},
+    {"chunk": "2026-W48-0002-3", "chunk_id": "vpn/old#9",
+     "text": "Version 1 of the VPN client (deprecated in 2024): download vpn1.tar.gz from the old intranet "
+             "and run ./install.sh as root."},
+]}
+
+
+def session_cookie(url: str, email: str, password: str) -> str:
+    """Log in through Label Studio's own form: the ``sessionid`` a browser would hold."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    page = opener.open(url + "/user/login/", timeout=30).read().decode()
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    form = urllib.parse.urlencode({"csrfmiddlewaretoken": csrf, "email": email, "password": password}).encode()
+    opener.open(urllib.request.Request(url + "/user/login/", data=form, headers={"Referer": url + "/user/login/"}),
+                timeout=30).read()
+    (session,) = [c.value for c in jar if c.name == "sessionid"]
+    return session
+
+
+def png_colours(png: bytes) -> tuple[tuple[int, int], int]:
+    """A PNG's size and how many distinct row-start pixels it has (a blank page has one)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    chunks, at = [], 8
+    while at < len(png):
+        length, kind = struct.unpack(">I4s", png[at:at + 8])
+        if kind == b"IDAT":
+            chunks.append(png[at + 8:at + 8 + length])
+        at += 12 + length
+    raw = zlib.decompress(b"".join(chunks))
+    stride = 1 + width * (4 if png[25] == 6 else 3)
+    rows = [raw[i * stride:(i + 1) * stride] for i in range(height)]
+    return (width, height), len({bytes(r[1:]) for r in rows})
+
+
+LABELING_READY = "document.body.innerText.includes('Grade (required)') && document.body.innerText.includes('Chunk 3')"
+QUERY_BOX = """(() => {
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    if (walker.currentNode.textContent.trim() === 'Query') {
+      let box = walker.currentNode.parentElement;
+      while (box && getComputedStyle(box).position !== 'sticky') box = box.parentElement;
+      return box;
+    }
+  }
+  return null;
+})()"""
+
+
+def test_the_labeling_view_pins_the_query_and_keys_select_nothing(label_studio, tmp_path):
+    client = label_studio.client()
+    project = client.create_project("ragdrift 2026-W48 (screenshot)", labeling_config(TAGS))
+    client.import_tasks(project, tasks([SHOWN]))
+    session = session_cookie(label_studio.url, label_studio.username, label_studio.password)
+    with Browser(tmp_path, width=1280, height=900) as page:
+        page.cookie("sessionid", session, label_studio.url)
+        page.open(f"{label_studio.url}/projects/{project}/data?labeling=1")
+        page.wait_for(LABELING_READY)
+        # the grading guide pops up before the first task: read it, then close it as a judge would
+        assert page.wait_for("document.body.innerText.includes('Grading guide')")
+        page.evaluate("document.querySelector('[aria-label=\"Close modal\"]').click()")
+        page.wait_for("!document.body.innerText.includes('Grading guide')", timeout=10)
+
+        # keys select nothing (Label Studio's own hotkeys would pick a grade with "2")
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        for key in ("1", "2", "q"):
+            page.press(key)
+        assert page.evaluate("document.querySelectorAll('input:checked').length") == 0
+
+        # the query stays in sight when the chunks scroll under it
+        assert page.evaluate(f"{QUERY_BOX} !== null")
+        png = page.screenshot()
+        scroller = (f"(() => {{ let e = {QUERY_BOX}.parentElement; while (e && e.scrollHeight <= e.clientHeight) "
+                    "e = e.parentElement; return e; })()")
+        page.evaluate(f"{scroller}.scrollTo({{top: 300, behavior: 'instant'}})")
+        page.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        assert page.evaluate(f"{scroller}.scrollTop") > 0
+        query = page.evaluate(f"{QUERY_BOX}.getBoundingClientRect().bottom")
+        first_chunk = page.evaluate("[...document.querySelectorAll('h1,h2,h3,h4,h5,h6')]"
+                                    ".find(h => h.innerText === 'Chunk 1').getBoundingClientRect().top")
+        assert first_chunk < query  # chunk 1 went under the query
+        assert page.evaluate(f"{QUERY_BOX}.getBoundingClientRect().top >= {scroller}.getBoundingClientRect().top - 1")
+        assert page.evaluate("document.querySelectorAll('.lsf-hint').length") > 0  # the blank keys' hints ...
+        assert page.evaluate("[...document.querySelectorAll('.lsf-hint')].every(h => !h.offsetParent)")  # ... hidden
+    (size, colours) = png_colours(png)
+    assert size == (1280, 900) and colours > 20  # a page with content, not a blank one
+    if os.environ.get("RAGDRIFT_SCREENSHOT"):
+        IMAGE.parent.mkdir(exist_ok=True)
+        IMAGE.write_bytes(png)
