@@ -344,6 +344,10 @@ def test_the_project_is_judged_blind_with_the_grading_guide(project):
     for tag in TAGS:
         assert f"<b>{tag}</b>: {TAG_MEANINGS[tag]}" in guide
     assert "Evidence group" in guide
+    (tab,) = client._call("GET", "/api/dm/views/", params={"project": pid})  # the data manager's one tab
+    hidden = tab["data"]["hiddenColumns"]
+    assert hidden["explore"] == hidden["labeling"] and {"tasks:data.chunks", "tasks:annotations_results"} <= set(
+        hidden["explore"])
 
 
 def judgments(exported: list[dict]) -> list[tuple[str, str, str, list[str], int]]:

@@ -135,6 +135,10 @@ def test_the_second_judge_sees_a_pinned_query_no_grades_and_keys_select_nothing(
         # the task from the data manager instead of the stream, sees the first judge's grades
         page.open(f"{label_studio.url}/projects/{project}/data?task={task['id']}")
         page.wait_for("document.querySelectorAll('input:checked').length > 0")
+        # the data manager's list shows neither the chunks' JSON nor the first judge's results
+        page.open(f"{label_studio.url}/projects/{project}/data")
+        page.wait_for("document.body.innerText.includes('Label All Tasks') && document.body.innerText.includes('item')")
+        assert page.evaluate("!/Annotation results|grade_0|Chunk 1/.test(document.body.innerText)")
     (size, colours) = png_colours(png)
     assert size == (1280, 900) and colours > 20  # a page with content, not a blank one
     if os.environ.get("RAGDRIFT_SCREENSHOT"):

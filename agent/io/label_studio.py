@@ -61,6 +61,11 @@ PROJECT_SETTINGS = {
     "skip_queue": "REQUEUE_FOR_OTHERS",
 }
 
+# The data manager's tab: no chunk JSON (the labeling view shows the chunks), and nothing
+# of another judge's annotations (their results, ids, authors). A default a judge can undo.
+HIDDEN_COLUMNS = ("tasks:data.chunks", "tasks:annotations_results", "tasks:annotations_ids", "tasks:annotators",
+                  "tasks:updated_by", "tasks:predictions_results")
+
 
 class LabelStudioError(RuntimeError):
     """A failed call: ``status`` is the HTTP status (None when no answer came)."""
@@ -174,11 +179,16 @@ class LabelStudio:
         return f"LabelStudio({redact_url(self.url)!r})"
 
     def create_project(self, title: str, config: str, tags: Sequence[str] = TAGS) -> int:
-        """A project judged blind: PROJECT_SETTINGS, and the grading guide of
-        ``tags`` as its instructions."""
-        return int(self._call("POST", "/api/projects/", {
+        """A project judged blind: PROJECT_SETTINGS, the grading guide of
+        ``tags`` as its instructions, and a data manager tab without the
+        chunks' raw JSON or other judges' results (HIDDEN_COLUMNS)."""
+        project = int(self._call("POST", "/api/projects/", {
             "title": title, "label_config": config, "expert_instruction": instructions(tags),
             **PROJECT_SETTINGS})["id"])
+        hidden = list(HIDDEN_COLUMNS)
+        self._call("POST", "/api/dm/views/", {"project": project, "data": {
+            "title": "Tasks", "hiddenColumns": {"explore": hidden, "labeling": hidden}}})
+        return project
 
     def project(self, project_id: int) -> dict:
         """The project as stored: ``label_config``, ``parsed_label_config``, counts."""
