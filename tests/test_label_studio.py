@@ -306,6 +306,16 @@ def test_project_holds_exactly_the_imported_tasks(project):
 
 
 @server
+def test_tasks_of_a_batch_built_before_meta_keep_their_overlap(label_studio):
+    """An older batch's tasks.json has the judges in ``data``: pushed now, its double-judged task still gets two."""
+    client = label_studio.client()
+    pid = client.create_project("ragdrift older batch", labeling_config(TAGS))
+    old = [{"data": {**t["data"], "judges": t["meta"]["judges"]}} for t in tasks(ITEMS[:2])]
+    client.import_tasks(pid, old)
+    assert sorted(t["overlap"] for t in client.project_tasks(pid)) == [1, 2]
+
+
+@server
 def test_project_tasks_pages(project):
     client, pid, _ = project
     assert sorted(t["id"] for t in client.project_tasks(pid, page_size=2)) == \

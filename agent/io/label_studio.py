@@ -196,12 +196,13 @@ class LabelStudio:
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> int:
         """Import tasks; returns how many the server created. A task whose
-        ``meta.judges`` is 2 gets overlap 2: Label Studio hands it to two judges."""
+        ``meta.judges`` is 2 gets overlap 2: Label Studio hands it to two judges
+        (in the labeling stream, each of them their own annotation only)."""
         res = self._call("POST", f"/api/projects/{project_id}/import", tasks, {"return_task_ids": "true"})
         if "task_count" not in res:  # an edition that queues imports answers without a count
             raise LabelStudioError(f"import into project {project_id} queued, not done: {res}")
         for task, task_id in zip(tasks, res.get("task_ids", ())):  # ids come in import order
-            if (judges := int(task.get("meta", {}).get("judges", 1))) > 1:
+            if (judges := _judges(task)) > 1:
                 self._call("PATCH", f"/api/tasks/{task_id}/", {"overlap": judges})
         return int(res["task_count"])
 
@@ -286,6 +287,12 @@ class LabelStudio:
                 message = message.replace(secret, "<token>")
         message = scrub(message)
         return message if len(message) <= limit else message[:limit] + "..."
+
+
+def _judges(task: dict) -> int:
+    """How many judges a task asks for: its ``meta.judges`` (``data.judges`` in
+    the tasks.json of a batch built before the count left the task's data)."""
+    return int(task.get("meta", {}).get("judges", task["data"].get("judges", 1)))
 
 
 def _server_message(raw: bytes) -> str:
