@@ -13,6 +13,7 @@ docs/images/labeling-view.png (the README shows it).
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import os
 import re
 import secrets
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.io.label_studio import TAGS, labeling_config, tasks
+from agent.io.label_studio import GRADE_REQUIRED, TAGS, labeling_config, tasks
 from tests.browser import Browser
 from tests.test_label_studio import ITEMS
 
@@ -130,6 +131,13 @@ def test_the_second_judge_sees_a_pinned_query_no_grades_and_keys_select_nothing(
         assert page.evaluate(f"{QUERY_BOX}.getBoundingClientRect().top >= {scroller}.getBoundingClientRect().top - 1")
         assert page.evaluate("document.querySelectorAll('.lsf-hint').length") > 0  # the blank keys' hints ...
         assert page.evaluate("[...document.querySelectorAll('.lsf-hint')].every(h => !h.offsetParent)")  # ... hidden
+
+        # submitting with a chunk ungraded: a message in words, no control's name
+        page.evaluate("document.querySelector('input[type=radio]').click()")
+        page.wait_for("[...document.querySelectorAll('button')].some(b => b.innerText.trim() === 'Submit' && !b.disabled)")
+        page.evaluate("[...document.querySelectorAll('button')].find(b => b.innerText.trim() === 'Submit').click()")
+        page.wait_for(f"document.body.innerText.includes({json.dumps(GRADE_REQUIRED)})", timeout=10)
+        assert page.evaluate("!/grade_[0-9]/.test(document.body.innerText)")
 
         # what the open-source edition cannot stop (docs/judgments.md): the same judge, opening
         # the task from the data manager instead of the stream, sees the first judge's grades
