@@ -1,8 +1,8 @@
 """The grading guide judges read: grades, tags and evidence groups explained.
 
-One source for the labeling view's captions and the Label Studio project's
-instructions (shown before a judge starts, and from the labeling view's
-info button), so the two never say different things.
+The grade names the labeling view offers and the Label Studio project's
+instructions (shown before a judge's first task, and under *Instructions*)
+come from here, so the choices and their explanation cannot drift apart.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ TAG_MEANINGS = {
     "low_authority": "from a source that should not be trusted for this (a draft, a forum post, hearsay)",
 }
 EVIDENCE_GROUPS = ("A", "B", "C")
-EVIDENCE_MEANING = ("Optional. When the query needs several chunks together to be answered, give each of those "
+EVIDENCE_MEANING = ("When the query needs several chunks together to be answered, give each of those "
                     "chunks the same letter; a second letter is another complete answer. "
                     "Leave it empty for a chunk that answers alone or does not help.")
 

@@ -7,8 +7,8 @@ has an explicit, unreachable hotkey: Label Studio's own would number the
 choices from the first (key 2 picking grade 1) and run out after two chunks.
 The project is made so that a judge sees no one else's annotation in the
 labeling stream (PROJECT_SETTINGS); docs/judgments.md says what the
-open-source edition cannot enforce. Names in annotation results map back to the blinded
-item: ``grade_<i>`` / ``tags_<i>`` / ``group_<i>`` are about
+open-source edition cannot enforce. Names in annotation results map back to
+the blinded item: ``grade_<i>`` / ``tags_<i>`` / ``group_<i>`` are about
 ``task["data"]["chunks"][i]``, whose ``chunk`` key is the blinded chunk key;
 ``task["data"]["item"]`` is the item (agent/core/judgments/importing.py
 reads them back).
