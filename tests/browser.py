@@ -55,6 +55,7 @@ class Browser:
         self.session: str | None = None
 
     def __enter__(self) -> "Browser":
+        binary = chromium()
         to_child, self._write = os.pipe()
         self._read, from_child = os.pipe()
 
@@ -65,7 +66,7 @@ class Browser:
 
         self.log = open(self.tmpdir / "chromium.log", "wb")  # noqa: SIM115 - closed in __exit__
         self.proc = subprocess.Popen(  # noqa: S603 - a fixed binary and flags
-            [chromium(), *FLAGS, f"--user-data-dir={self.tmpdir / 'profile'}",
+            [binary, *FLAGS, f"--user-data-dir={self.tmpdir / 'profile'}",
              f"--window-size={self.width},{self.height}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             preexec_fn=descriptors, pass_fds=(3, 4))
