@@ -140,7 +140,7 @@ def test_a_judged_items_file_imports_once(batch, tmp_path, capsys):
     assert found.pop("calibration_error") is None
     assert found == {"imported": True, "files": [{
         "file": str(judged), "format": "jsonl", "batches": [directory.name], "labels": len(want),
-        "new": len(want), "changed": 0, "unchanged": 0, "skipped": 0}]}
+        "new": len(want), "changed": 0, "unchanged": 0, "skipped": 0, "duplicates": []}]}
     assert latest(config, directory.name) == want
 
     # the import refitted the score calibrations: one per app and pipeline version, on every graded chunk
@@ -236,7 +236,7 @@ def test_a_label_studio_export_file_imports_too(batch, tmp_path, capsys):
     code, out, _ = run(capsys, "judgments", "import", str(path), "--config", str(config), "--format", "json")
     assert code == 0 and json.loads(out)["files"][0] | {"file": None} == {
         "file": None, "format": "label-studio", "batches": [directory.name], "labels": len(item["chunks"]),
-        "new": len(item["chunks"]), "changed": 0, "unchanged": 0, "skipped": 1}
+        "new": len(item["chunks"]), "changed": 0, "unchanged": 0, "skipped": 1, "duplicates": []}
     assert latest(config, directory.name) == sorted(
         (Label(directory.name, item["item"], c["chunk"], "label-studio:3", 1, (), "A") for c in item["chunks"]),
         key=lambda x: x.pair)

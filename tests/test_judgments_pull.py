@@ -102,8 +102,8 @@ def round_trip(label_studio, tmp_path_factory):
         "email": f"second-{project}@ragdrift.test", "username": f"second-{project}", "first_name": "Second"})["id"]
 
     tasks = sorted(client.project_tasks(project), key=lambda t: t["data"]["item"])
-    double = [t for t in tasks if t["data"]["judges"] == 2]
-    single = [t for t in tasks if t["data"]["judges"] == 1]
+    double = [t for t in tasks if t["overlap"] == 2]
+    single = [t for t in tasks if t["overlap"] == 1]
     assert len(double) >= 2 and len(single) >= 2, "the batch needs both kinds of item"
     skipped = single[0]
     client._call("POST", f"/api/tasks/{skipped['id']}/annotations/",
@@ -135,7 +135,7 @@ def test_pulled_labels_are_the_judges_labels(rt, label_studio, capsys):
     (summary,) = out["files"]
     assert summary == {"file": f"label-studio project {rt.project}", "format": "label-studio",
                        "batches": [rt.batch_id], "labels": len(rt.labels), "new": len(rt.labels),
-                       "changed": 0, "unchanged": 0, "skipped": 1}
+                       "changed": 0, "unchanged": 0, "skipped": 1, "duplicates": []}
     assert latest(rt.config, rt.batch_id) == rt.labels
 
     # what the fixture promises: a skipped task, a disagreement across the threshold, two judges
@@ -192,6 +192,30 @@ def test_a_bad_annotation_refuses_the_pull_and_names_the_task(rt, label_studio, 
         assert latest(rt.config, rt.batch_id) == []  # nothing of the project, not even its good annotations
     finally:
         client._call("DELETE", f"/api/annotations/{bad}/")
+
+
+def test_a_judges_second_annotation_of_a_task_is_reported_not_refused(rt, label_studio, capsys):
+    """A stray "+": the first judge annotates a task again. The pull brings
+    every label in, the judge's latest annotation for that task, and names the one set aside."""
+    client = label_studio.client()
+    task = next(t for t in client.project_tasks(rt.project) if t["data"]["item"] == rt.disagreement[0])
+    before = {a["id"] for a in client._call("GET", f"/api/tasks/{task['id']}/annotations/")}
+    earlier = next(a["id"] for a in client._call("GET", f"/api/tasks/{task['id']}/annotations/")
+                   if a["completed_by"] == rt.judges[0])
+    again = annotate(client, task, rt.judges[0], disagree=True)
+    (latest_id,) = {a["id"] for a in client._call("GET", f"/api/tasks/{task['id']}/annotations/")} - before
+    try:
+        code = main(["judgments", "pull", "--label-studio-url", label_studio.url, "--project", str(rt.project),
+                     "--label-studio-token-file", str(rt.token_file), "--config", str(rt.config)])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert (f"ragdrift: warning: label-studio project {rt.project}: task " in err and
+                f"task id {task['id']}: judge label-studio:{rt.judges[0]} made 2 annotations: the latest, "
+                f"{latest_id}, counts; set aside: {earlier}" in err), err
+        want = [x for x in rt.labels if not (x.item == task["data"]["item"] and x.judge == again[0].judge)] + again
+        assert latest(rt.config, rt.batch_id) == sorted(want, key=lambda x: x.pair)
+    finally:
+        client._call("DELETE", f"/api/annotations/{latest_id}/")
 
 
 def by_hand(key: list[dict], labels: list[Label], threshold: float = 2) -> dict:

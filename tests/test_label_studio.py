@@ -14,9 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from agent.io.judging_guide import GRADE_MEANINGS, TAG_MEANINGS
 from agent.io.label_studio import (
     EVIDENCE_GROUPS,
     GRADES,
+    PROJECT_SETTINGS,
     TAGS,
     LabelStudio,
     LabelStudioError,
@@ -74,9 +76,6 @@ def test_labeling_config_is_xml_with_one_grade_and_tag_set_per_chunk():
     config = labeling_config(TAGS)
     root = ET.fromstring(config)
     assert root.tag == "View"
-    header = " ".join(h.get("value") for h in root.iter("Header"))
-    for value, name in GRADES:
-        assert f"{value} = {name}" in header
     assert root.find("Repeater").get("on") == "$chunks"
     for n in (1, 3, 7):
         view = expand(config, n)
@@ -85,6 +84,7 @@ def test_labeling_config_is_xml_with_one_grade_and_tag_set_per_chunk():
         for k, g in enumerate(grades):
             assert g.get("toName") == f"chunk_{k}" and g.get("choice") == "single-radio"
             assert [c.get("alias") for c in g.iter("Choice")] == ["0", "1", "2", "3"]
+            assert [c.get("value") for c in g.iter("Choice")] == [f"{v} {name}" for v, name in GRADES]
         tagsets = [c for c in view.iter("Choices") if c.get("name", "").startswith("tags_")]
         assert len(tagsets) == n and all(t.get("choice") == "multiple" for t in tagsets)
         assert all([c.get("value") for c in t.iter("Choice")] == list(TAGS) for t in tagsets)
@@ -94,7 +94,35 @@ def test_labeling_config_is_xml_with_one_grade_and_tag_set_per_chunk():
         assert all([c.get("value") for c in g.iter("Choice")] == list(EVIDENCE_GROUPS) for g in groups)
         assert all(g.get("required") is None for g in groups)  # optional for the judge
         texts = {t.get("name"): t.get("value") for t in view.iter("Text")}
-        assert texts == {"query": "$query_shown", **{f"chunk_{k}": f"$chunks[{k}].shown" for k in range(n)}}
+        assert texts == {"query": "$query", **{f"chunk_{k}": f"$chunks[{k}].text" for k in range(n)}}
+
+
+def test_the_query_is_pinned_and_set_apart_and_every_row_has_a_caption():
+    root = ET.fromstring(labeling_config(TAGS))
+    pinned = root.find("View")  # the first thing in the view, the query inside
+    assert pinned.tag == "View" and [c.get("name") for c in pinned.iter("Text")] == ["query"]
+    style = dict(part.split(":", 1) for part in pinned.get("style").replace(" ", "").split(";") if part)
+    assert style["position"] == "sticky" and style["top"] == "0" and "background" in style and "border" in style
+    view = expand(labeling_config(TAGS), 3)
+    headers = [h.get("value") for h in view.iter("Header")]
+    assert headers.count("$chunks[1].title") == 1  # each chunk's number, from its task (tasks() numbers from 1)
+    rows = [row for row in view.iter("View") if row.find("Choices") is not None]
+    assert len(rows) == 3 * 3
+    captions = [row.find("Header").get("value") for row in rows]
+    assert captions == ["Grade (required)", "Tags (optional)", "Evidence group (optional)"] * 3
+    for g in grade_controls(view):  # what a judge reads when a grade is missing: no control name
+        assert g.get("required") == "true" and "grade_" not in g.get("requiredMessage")
+        assert "Grade every chunk" in g.get("requiredMessage")
+
+
+def test_every_choice_has_an_explicit_hotkey_no_keyboard_sends():
+    """Label Studio gives a choice without a hotkey the next of "1234567890qwe..."
+    (so key 2 picks grade 1, and the keys run out after two chunks): every
+    choice gets one of ours, a blank, which no key press matches."""
+    view = expand(labeling_config(TAGS), 4)
+    choices = list(view.iter("Choice"))
+    assert len(choices) == 4 * (len(GRADES) + len(TAGS) + len(EVIDENCE_GROUPS))
+    assert all(c.get("hotkey") is not None and c.get("hotkey") and not c.get("hotkey").strip() for c in choices)
 
 
 def test_labeling_config_escapes_tags_and_can_have_none():
@@ -109,16 +137,13 @@ def test_tasks_keep_item_and_chunk_keys_and_show_ids_for_null_text():
     out = tasks(ITEMS)
     assert ITEMS == before  # the input is not changed
     assert [t["data"]["item"] for t in out] == [i["item"] for i in ITEMS]
-    assert [t["data"]["judges"] for t in out] == [1, 2, 1, 1, 1]
-    assert set(out[0]) == {"data"}
+    assert [t["meta"]["judges"] for t in out] == [1, 2, 1, 1, 1]  # out of the judges' sight
+    assert all(set(t) == {"data", "meta"} and set(t["data"]) == {"item", "query", "chunks"} for t in out)
     first, third = out[0]["data"], out[2]["data"]
-    assert first["query_id"] == "q-7f3a" and first["query_shown"] == first["query_text"] == "how do I rotate keys"
-    assert first["chunks"][1] == {"chunk": "2026-W48-0001-2", "chunk_id": "kms/intro#1",
-                                  "text": "KMS keeps keys <safe> & sound.",
-                                  "shown": "KMS keeps keys <safe> & sound."}
-    assert third["query_text"] is None and third["query_shown"] == "[query id] q-88d0"
-    assert third["chunks"] == [{"chunk": "2026-W48-0003-1", "chunk_id": "hr/leave#4", "text": None,
-                                "shown": "[chunk id] hr/leave#4"}]
+    assert first["query"] == "how do I rotate keys"
+    assert first["chunks"][1] == {"chunk": "2026-W48-0001-2", "title": "Chunk 2", "text": "KMS keeps keys <safe> & sound."}
+    assert third["query"] == "[query id] q-88d0"
+    assert third["chunks"] == [{"chunk": "2026-W48-0003-1", "title": "Chunk 1", "text": "[chunk id] hr/leave#4"}]
     json.dumps(out)  # plain JSON
     with pytest.raises(ValueError, match="no chunks"):
         tasks([{**ITEMS[0], "chunks": []}])
@@ -274,11 +299,20 @@ def test_project_holds_exactly_the_imported_tasks(project):
     for item in ITEMS:
         data = by_item[item["item"]]
         assert [c["chunk"] for c in data["chunks"]] == [c["chunk"] for c in item["chunks"]]
-        assert [c["chunk_id"] for c in data["chunks"]] == [c["chunk_id"] for c in item["chunks"]]
-        assert data["judges"] == item["judges"] and data["query_id"] == item["query"]["id"]
+        assert set(data) == {"item", "query", "chunks"}  # what the data manager shows: no judges, no query id
     # an item for agreement goes to two judges (Label Studio's per-task overlap)
     assert {t["data"]["item"]: t["overlap"] for t in held} == {i["item"]: i["judges"] for i in ITEMS}
-    assert by_item["2026-W48-0005"]["chunks"][1]["shown"] == "[chunk id] it/laptop#2"
+    assert by_item["2026-W48-0005"]["chunks"][1]["text"] == "[chunk id] it/laptop#2"
+
+
+@server
+def test_tasks_of_a_batch_built_before_meta_keep_their_overlap(label_studio):
+    """An older batch's tasks.json has the judges in ``data``: pushed now, its double-judged task still gets two."""
+    client = label_studio.client()
+    pid = client.create_project("ragdrift older batch", labeling_config(TAGS))
+    old = [{"data": {**t["data"], "judges": t["meta"]["judges"]}} for t in tasks(ITEMS[:2])]
+    client.import_tasks(pid, old)
+    assert sorted(t["overlap"] for t in client.project_tasks(pid)) == [1, 2]
 
 
 @server
@@ -297,11 +331,33 @@ def test_stored_config_has_a_grade_per_chunk_and_the_tags(project):
     assert parsed["grade_{{idx}}"]["type"] == "Choices"
     assert parsed["grade_{{idx}}"]["to_name"] == ["chunk_{{idx}}"]
     assert parsed["grade_{{idx}}"]["labels"] == ["0", "1", "2", "3"]
-    assert parsed["grade_{{idx}}"]["inputs"][0]["value"] == "chunks[{{idx}}].shown"
+    assert parsed["grade_{{idx}}"]["inputs"][0]["value"] == "chunks[{{idx}}].text"
     assert parsed["tags_{{idx}}"]["labels"] == list(TAGS)
     assert parsed["group_{{idx}}"]["labels"] == list(EVIDENCE_GROUPS)
     for n in (1, 3):
         assert len(grade_controls(expand(stored["label_config"], n))) == n
+
+
+@server
+def test_the_project_is_judged_blind_with_the_grading_guide(project):
+    """Each judge's stream shows only their own annotation: no predictions,
+    no history, one annotation per task unless the task asks for two; the
+    grading guide is the instructions, shown before judging starts."""
+    client, pid, _ = project
+    stored = client.project(pid)
+    assert {k: stored[k] for k in PROJECT_SETTINGS} == PROJECT_SETTINGS
+    assert stored["show_instruction"] is True and stored["show_collab_predictions"] is False
+    assert stored["maximum_annotations"] == 1 and stored["enable_empty_annotation"] is False
+    guide = stored["expert_instruction"]
+    for grade, meaning in GRADE_MEANINGS.items():
+        assert f"<b>{grade} " in guide and meaning in guide
+    for tag in TAGS:
+        assert f"<b>{tag}</b>: {TAG_MEANINGS[tag]}" in guide
+    assert "Evidence group" in guide
+    (tab,) = client._call("GET", "/api/dm/views/", params={"project": pid})  # the data manager's one tab
+    hidden = tab["data"]["hiddenColumns"]
+    assert hidden["explore"] == hidden["labeling"] and {"tasks:data.chunks", "tasks:annotations_results"} <= set(
+        hidden["explore"])
 
 
 def judgments(exported: list[dict]) -> list[tuple[str, str, str, list[str], int]]:

@@ -138,6 +138,8 @@ def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
         print(f"ragdrift: warning: labels imported, but the calibration failed and stays owed (the next import "
               f"or `ragdrift judgments calibrate` fits again): {failed}", file=sys.stderr)
     summaries = [x.summary() for x in imported]
+    for duplicate in (d for s in summaries for d in s["duplicates"]):
+        print(f"ragdrift: warning: {duplicate}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps({"imported": True, "files": summaries, "calibrations": [_fit(f) for f in fits],
                           "calibration_error": failed}, sort_keys=True))

@@ -1,9 +1,14 @@
 """Label Studio as the judging tool: labeling config, task import format, REST client.
 
-A judge sees the query and each retrieved chunk, grades every chunk 0-3, may
-tag it and may put it in an evidence group (chunks in one group together
-form a complete answer). Names in annotation results map back to the blinded
-item: ``grade_<i>`` / ``tags_<i>`` / ``group_<i>`` are about
+A judge sees the query (pinned above the chunks) and each retrieved chunk,
+numbered, grades every chunk 0-3, may tag it and may put it in an evidence
+group (chunks in one group together form a complete answer). Every choice
+has an explicit, unreachable hotkey: Label Studio's own would number the
+choices from the first (key 2 picking grade 1) and run out after two chunks.
+The project is made so that a judge sees no one else's annotation in the
+labeling stream (PROJECT_SETTINGS); docs/judgments.md says what the
+open-source edition cannot enforce. Names in annotation results map back to
+the blinded item: ``grade_<i>`` / ``tags_<i>`` / ``group_<i>`` are about
 ``task["data"]["chunks"][i]``, whose ``chunk`` key is the blinded chunk key;
 ``task["data"]["item"]`` is the item (agent/core/judgments/importing.py
 reads them back).
@@ -30,17 +35,36 @@ from typing import Any
 
 from agent.core.judgments.labels import TAGS  # noqa: F401 - the tags of the labeling config, re-exported
 from agent.io.fetch import AnswerTooLarge, FetchError, fetch
+from agent.io.judging_guide import EVIDENCE_GROUPS, GRADES, instructions
 from agent.io.secrets import SecretError, one_line, redact_url, scrub
 
-GRADES = (("0", "irrelevant"), ("1", "marginally relevant"), ("2", "relevant"), ("3", "highly relevant"))
-EVIDENCE_GROUPS = ("A", "B", "C")
-SCALE = ("Grade each retrieved chunk for its relevance to the query: "
-         + ", ".join(f"{g} = {name}" for g, name in GRADES)
-         + ". Tag any problem you see with a chunk. When several chunks are needed together to answer,"
-         + " give them the same evidence group (optional).")
-
-
 MAX_ANSWER_BYTES = 100_000_000  # the default bound of one answer, an export above all
+QUERY_STYLE = ("position: sticky; top: 0; z-index: 10; background: #eef3fb; border: 2px solid #4a78c2;"
+               " border-radius: 6px; padding: 4px 12px 8px; margin-bottom: 12px")
+CHUNK_STYLE = "border-top: 1px solid #bbb; padding-top: 4px; margin-top: 12px"
+ROW_STYLE = "display: flex; align-items: baseline; gap: 12px; flex-wrap: wrap"
+CAPTION_STYLE = "margin: 4px 0; min-width: 11em"
+NO_HOTKEY = " "  # a key no keyboard sends: an explicit hotkey stops Label Studio assigning its own
+HIDE_HOTKEY_HINTS = ".lsf-choice .lsf-hint { display: none; }"  # the hint would show the blank key as "[ ]"
+GRADE_REQUIRED = ("Grade every chunk (0 irrelevant to 3 highly relevant) before you submit:"
+                  " at least one chunk has no grade yet.")
+PROJECT_SETTINGS = {
+    "show_instruction": True,  # the grading guide before a judge starts
+    "show_annotation_history": False,
+    "show_collab_predictions": False,  # no prediction is ever shown as a judge's starting point
+    "reveal_preannotations_interactively": False,
+    "maximum_annotations": 1,  # one judge per task; a double-judged task gets overlap 2 of its own
+    "show_overlap_first": False,
+    "show_skip_button": True,  # a judge who cannot judge a task skips it; the pull counts it skipped
+    "enable_empty_annotation": False,
+    "sampling": "Sequential sampling",
+    "skip_queue": "REQUEUE_FOR_OTHERS",
+}
+
+# The data manager's tab: no chunk JSON (the labeling view shows the chunks), and nothing
+# of another judge's annotations (their results, ids, authors). A default a judge can undo.
+HIDDEN_COLUMNS = ("tasks:data.chunks", "tasks:annotations_results", "tasks:annotations_ids", "tasks:annotators",
+                  "tasks:updated_by", "tasks:predictions_results")
 
 
 class LabelStudioError(RuntimeError):
@@ -56,50 +80,60 @@ class TooLarge(LabelStudioError):
 
 
 def labeling_config(tags: Sequence[str]) -> str:
-    """The XML config: query, then per chunk its text, a 0-3 grade, the tags and an evidence group."""
+    """The XML config: the query pinned on top, then per numbered chunk its
+    text, a required 0-3 grade, the tags and an evidence group, each captioned."""
     view = ET.Element("View")
-    ET.SubElement(view, "Header", value=SCALE, size="5")
-    ET.SubElement(view, "Header", value="Query", size="4")
-    ET.SubElement(view, "Text", name="query", value="$query_shown")
+    ET.SubElement(view, "Style").text = HIDE_HOTKEY_HINTS
+    pinned = ET.SubElement(view, "View", style=QUERY_STYLE)
+    ET.SubElement(pinned, "Header", value="Query", size="5", style="margin: 2px 0")
+    ET.SubElement(pinned, "Text", name="query", value="$query")
     rep = ET.SubElement(view, "Repeater", on="$chunks", indexFlag="{{idx}}")
-    box = ET.SubElement(rep, "View", style="border-top: 1px solid #ccc; padding-top: 8px")
-    ET.SubElement(box, "Text", name="chunk_{{idx}}", value="$chunks[{{idx}}].shown")
-    grade = ET.SubElement(box, "Choices", name="grade_{{idx}}", toName="chunk_{{idx}}",
-                          choice="single-radio", showInline="true", required="true")
+    box = ET.SubElement(rep, "View", style=CHUNK_STYLE)
+    ET.SubElement(box, "Header", value="$chunks[{{idx}}].title", size="4")
+    ET.SubElement(box, "Text", name="chunk_{{idx}}", value="$chunks[{{idx}}].text")
+    grade = _row(box, "Grade (required)", name="grade_{{idx}}", choice="single-radio",
+                 required="true", requiredMessage=GRADE_REQUIRED)
     for value, name in GRADES:  # the result holds the alias: "0".."3"
-        ET.SubElement(grade, "Choice", value=f"{value} {name}", alias=value)
+        ET.SubElement(grade, "Choice", value=f"{value} {name}", alias=value, hotkey=NO_HOTKEY)
     if tags:
-        tagset = ET.SubElement(box, "Choices", name="tags_{{idx}}", toName="chunk_{{idx}}",
-                               choice="multiple", showInline="true")
+        tagset = _row(box, "Tags (optional)", name="tags_{{idx}}", choice="multiple")
         for tag in tags:
-            ET.SubElement(tagset, "Choice", value=str(tag))
-    group = ET.SubElement(box, "Choices", name="group_{{idx}}", toName="chunk_{{idx}}",
-                          choice="single", showInline="true")
+            ET.SubElement(tagset, "Choice", value=str(tag), hotkey=NO_HOTKEY)
+    group = _row(box, "Evidence group (optional)", name="group_{{idx}}", choice="single")
     for value in EVIDENCE_GROUPS:
-        ET.SubElement(group, "Choice", value=value)
+        ET.SubElement(group, "Choice", value=value, hotkey=NO_HOTKEY)
     ET.indent(view)
     return ET.tostring(view, encoding="unicode")
+
+
+def _row(box: ET.Element, caption: str, **choices: str) -> ET.Element:
+    """A captioned row of one chunk's choices."""
+    row = ET.SubElement(box, "View", style=ROW_STYLE)
+    ET.SubElement(row, "Header", value=caption, size="5", style=CAPTION_STYLE)
+    return ET.SubElement(row, "Choices", toName="chunk_{{idx}}", showInline="true", **choices)
 
 
 def tasks(items: Iterable[dict]) -> list[dict]:
     """Blinded items to Label Studio's import format, one task per item.
 
-    ``shown`` is what the judge reads: the text, or the id when text is null.
+    ``data`` holds only what the judge reads (the item id, which the pull
+    maps annotations back by, the query, and per chunk its blinded key, its
+    number and its text, or its id when the text is null); how many judges
+    an item gets is the task's ``meta``, out of the judges' sight.
     """
     out = []
     for it in items:
         query = it["query"]
-        chunks = [{"chunk": c["chunk"], "chunk_id": c["chunk_id"], "text": c.get("text"),
-                   "shown": c["text"] if c.get("text") is not None else f"[chunk id] {c['chunk_id']}"}
-                  for c in it["chunks"]]
+        chunks = [{"chunk": c["chunk"], "title": f"Chunk {n}",
+                   "text": c["text"] if c.get("text") is not None else f"[chunk id] {c['chunk_id']}"}
+                  for n, c in enumerate(it["chunks"], 1)]
         if not chunks:
             raise ValueError(f"item {it['item']!r} has no chunks")
         out.append({"data": {
-            "item": it["item"], "judges": int(it.get("judges", 1)),
-            "query_id": query["id"], "query_text": query.get("text"),
-            "query_shown": query["text"] if query.get("text") is not None else f"[query id] {query['id']}",
+            "item": it["item"],
+            "query": query["text"] if query.get("text") is not None else f"[query id] {query['id']}",
             "chunks": chunks,
-        }})
+        }, "meta": {"judges": int(it.get("judges", 1))}})
     return out
 
 
@@ -144,8 +178,17 @@ class LabelStudio:
     def __repr__(self) -> str:
         return f"LabelStudio({redact_url(self.url)!r})"
 
-    def create_project(self, title: str, config: str) -> int:
-        return int(self._call("POST", "/api/projects/", {"title": title, "label_config": config})["id"])
+    def create_project(self, title: str, config: str, tags: Sequence[str] = TAGS) -> int:
+        """A project judged blind: PROJECT_SETTINGS, the grading guide of
+        ``tags`` as its instructions, and a data manager tab without the
+        chunks' raw JSON or other judges' results (HIDDEN_COLUMNS)."""
+        project = int(self._call("POST", "/api/projects/", {
+            "title": title, "label_config": config, "expert_instruction": instructions(tags),
+            **PROJECT_SETTINGS})["id"])
+        hidden = list(HIDDEN_COLUMNS)
+        self._call("POST", "/api/dm/views/", {"project": project, "data": {
+            "title": "Tasks", "hiddenColumns": {"explore": hidden, "labeling": hidden}}})
+        return project
 
     def project(self, project_id: int) -> dict:
         """The project as stored: ``label_config``, ``parsed_label_config``, counts."""
@@ -153,12 +196,13 @@ class LabelStudio:
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> int:
         """Import tasks; returns how many the server created. A task whose
-        ``data.judges`` is 2 gets overlap 2: Label Studio hands it to two judges."""
+        ``meta.judges`` is 2 gets overlap 2: Label Studio hands it to two judges
+        (in the labeling stream, each of them their own annotation only)."""
         res = self._call("POST", f"/api/projects/{project_id}/import", tasks, {"return_task_ids": "true"})
         if "task_count" not in res:  # an edition that queues imports answers without a count
             raise LabelStudioError(f"import into project {project_id} queued, not done: {res}")
         for task, task_id in zip(tasks, res.get("task_ids", ())):  # ids come in import order
-            if (judges := int(task["data"].get("judges", 1))) > 1:
+            if (judges := _judges(task)) > 1:
                 self._call("PATCH", f"/api/tasks/{task_id}/", {"overlap": judges})
         return int(res["task_count"])
 
@@ -243,6 +287,12 @@ class LabelStudio:
                 message = message.replace(secret, "<token>")
         message = scrub(message)
         return message if len(message) <= limit else message[:limit] + "..."
+
+
+def _judges(task: dict) -> int:
+    """How many judges a task asks for: its ``meta.judges`` (``data.judges`` in
+    the tasks.json of a batch built before the count left the task's data)."""
+    return int(task.get("meta", {}).get("judges", task["data"].get("judges", 1)))
 
 
 def _server_message(raw: bytes) -> str:

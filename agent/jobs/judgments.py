@@ -38,7 +38,8 @@ class Imported:
     def summary(self) -> dict:
         p, r = self.parsed, self.revision
         return {"file": p.file, "format": p.format, "batches": sorted(p.batches), "labels": len(p.rows),
-                "new": r.new, "changed": r.changed, "unchanged": r.unchanged, "skipped": p.skipped}
+                "new": r.new, "changed": r.changed, "unchanged": r.unchanged, "skipped": p.skipped,
+                "duplicates": [str(d) for d in p.duplicates]}
 
 
 def keys(queue: Queue, group_id: str, batch_ids: set[str]) -> dict[str, dict[str, frozenset[str]]]:

@@ -177,11 +177,13 @@ def test_a_label_studio_export_with_text_for_ids_echoes_none():
     export = [{"id": TEXT, "data": {"item": TEXT, "chunks": [{"chunk": TEXT}]}, "annotations": [
         {"id": TEXT, "completed_by": TEXT, "result": []},
         {"id": 1, "completed_by": 1, "result": [{"from_name": TEXT, "value": {"choices": [TEXT]}}]},
-        {"id": 2, "completed_by": 1, "result": [{"from_name": "grade_0", "value": {"choices": [TEXT]}}]}]}]
+        {"id": 2, "completed_by": 2, "result": [{"from_name": "grade_0", "value": {"choices": [TEXT]}}]},
+        {"id": TEXT, "completed_by": 2, "updated_at": TEXT, "result": []}]}]
     with pytest.raises(Refused) as info:
         labels("export.json", json.dumps(export))
     assert len(info.value.problems) == 6
     assert_no_text(info.value.problems)
+    assert_no_text(parse("export.json", json.dumps(export)).duplicates)
 
 
 def test_a_file_with_one_bad_row_is_refused_whole():
@@ -377,12 +379,22 @@ def test_the_same_label_in_two_files_refuses_both_naming_each_place():
         checked([a, b], KEYS)
     assert [str(p) for p in info.value.problems] == [
         f"b.csv: line 3: chunk {I1}-1 is labelled twice by judge 'ana' (first in a.jsonl, line 1)"]
-    twice = parse("export.json", json.dumps([task(1, I1, 1, annotation(1, 5, result(0, "1")),
-                                                  annotation(2, 5, result(0, "2")))]))
-    with pytest.raises(Refused) as info:
-        checked([twice], KEYS)
-    assert [str(p) for p in info.value.problems] == [
-        f"export.json: task 1: chunk {I1}-1 is labelled twice by judge 'label-studio:5' (first in export.json, task 1)"]
+
+
+def test_a_judges_latest_label_studio_annotation_counts_and_the_others_are_reported():
+    """A stray "+" makes a second annotation of the judge's: the pull takes
+    the latest (updated_at, then id) and names the others, refusing nothing."""
+    stray = {**annotation(7, 5, result(0, "1")), "updated_at": "2026-12-01T10:00:00.000000Z"}
+    redone = {**annotation(3, {"id": 5}, result(0, "2")), "updated_at": "2026-12-01T11:00:00.000000Z"}
+    export = [task(1, I1, 1, stray, annotation(4, 6, result(0, "0")), redone),
+              task(2, I2, 1, annotation(5, 5, result(0, "3")), annotation(6, 5, cancelled=True))]
+    parsed = parse("export.json", json.dumps(export))
+    (got,) = checked([parsed], KEYS)
+    assert [(x.item, x.judge, x.grade) for x in got] == [(I1, "label-studio:6", 0), (I1, "label-studio:5", 2)]
+    assert parsed.skipped == 1  # the judge's latest of task 2 skips it
+    assert [str(p) for p in parsed.duplicates] == [
+        "export.json: task 1: task id 1: judge label-studio:5 made 2 annotations: the latest, 3, counts; set aside: 7",
+        "export.json: task 2: task id 2: judge label-studio:5 made 2 annotations: the latest, 6, counts; set aside: 5"]
 
 
 @pytest.mark.parametrize("line", [

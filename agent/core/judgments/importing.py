@@ -23,7 +23,9 @@ with its columns swapped must not print the judged text.
            chunk i of a task, grade_i, tags_i and group_i (studio.py).
 
 A row whose grade is empty (CSV) or null (JSONL) was not judged yet and is
-skipped; a cancelled (skipped) Label Studio annotation too. An empty file
+skipped; a cancelled (skipped) Label Studio annotation too. Of one judge's
+several annotations of a Label Studio task only the latest counts; the
+others are reported in `duplicates`. An empty file
 (nothing but blanks) is refused, whatever its format.
 """
 
@@ -73,6 +75,7 @@ class Parsed:
     rows: tuple[tuple[int, Label], ...]  # (line or task position, label)
     problems: tuple[Problem, ...] = ()
     skipped: int = 0  # rows without a grade, cancelled annotations
+    duplicates: tuple[Problem, ...] = ()  # a judge's earlier annotations of a task, set aside (not refused)
 
     @property
     def batches(self) -> set[str]:
@@ -180,12 +183,18 @@ class Reader:
     problems: list[Problem] = field(default_factory=list)
     skipped: int = 0
     columns: dict[str, str] = field(default_factory=dict)  # field -> how a reason names it (CSV: with its column)
+    duplicates: list[Problem] = field(default_factory=list)
 
     def done(self) -> Parsed:
-        return Parsed(self.file, self.format, tuple(self.rows), tuple(self.problems), self.skipped)
+        return Parsed(self.file, self.format, tuple(self.rows), tuple(self.problems), self.skipped,
+                      tuple(self.duplicates))
 
     def problem(self, line: int, reason: str) -> None:
         self.problems.append(Problem(self.file, line, reason, _unit(self.format)))
+
+    def duplicate(self, line: int, reason: str) -> None:
+        """What was set aside, and why: reported, never refused."""
+        self.duplicates.append(Problem(self.file, line, reason, _unit(self.format)))
 
     def name(self, key: str) -> str:
         """A field as a reason names it: in a CSV file with its column."""

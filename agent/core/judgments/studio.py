@@ -2,7 +2,10 @@
 
 Per chunk i of a task, the labeling config (agent/io/label_studio.py) has
 the controls grade_i, tags_i and group_i. A cancelled (skipped) annotation
-is skipped; the judge is the Label Studio user who completed it. The export
+is skipped; the judge is the Label Studio user who completed it. A judge
+with several annotations of one task (a stray click on "+" makes a second)
+counts with the latest (by ``updated_at``, then id): the others are set
+aside and reported, so one slip does not hold back everyone's labels. The export
 is hostile input like any file: a value of the wrong type anywhere in it is
 a problem of its task, and a reason shows no value but ids and short tokens.
 """
@@ -39,7 +42,8 @@ def read(reader: Reader, tasks: object) -> Parsed:
         for ann in annotations:
             if not isinstance(ann, dict):
                 reader.problem(n, f"{task_id}: annotation {shown(ann)} is not an object")
-            elif ann.get("was_cancelled"):
+        for ann in _latest_per_judge(reader, n, task_id, [a for a in annotations if isinstance(a, dict)]):
+            if ann.get("was_cancelled"):
                 reader.skipped += 1  # the judge skipped the task
             else:
                 _annotation(reader, n, f"{task_id}, annotation {shown(ann.get('id'))}: ", data.get("item"), chunks, ann)
@@ -80,6 +84,31 @@ def _annotation(reader: Reader, n: int, where: str, item, chunks: list[dict], an
             continue
         reader.add(n, where + place, item, c.get("chunk"), judge, grade_of(grade[0]),
                    chosen.get(("tags", i), []), group[0] if group else None)
+
+
+def _latest_per_judge(reader: Reader, n: int, task_id: str, annotations: list[dict]) -> list[dict]:
+    """Each judge's latest annotation, in the export's order; a judge's
+    others are reported as set aside. One without a judge stays (it is a problem)."""
+    mine: dict[str, list[dict]] = {}
+    for ann in annotations:
+        if (judge := _judge(ann.get("completed_by"))) is not None:
+            mine.setdefault(judge, []).append(ann)
+    taken = {judge: max(anns, key=_recency) for judge, anns in mine.items()}
+    for judge, anns in mine.items():
+        if len(anns) > 1:
+            aside = ", ".join(shown(a.get("id")) for a in anns if a is not taken[judge])
+            reader.duplicate(n, f"{task_id}: judge {judge} made {len(anns)} annotations: the latest, "
+                                f"{shown(taken[judge].get('id'))}, counts; set aside: {aside}")
+    latest = {id(a) for a in taken.values()}
+    return [a for a in annotations if _judge(a.get("completed_by")) is None or id(a) in latest]
+
+
+def _recency(ann: dict) -> tuple[str, int]:
+    """When an annotation was last submitted: its ``updated_at`` (ISO 8601 from
+    one server, so it sorts as text), then its id."""
+    stamp, ann_id = ann.get("updated_at"), ann.get("id")
+    return (stamp if isinstance(stamp, str) and len(stamp) <= 40 else "",
+            ann_id if isinstance(ann_id, int) and not isinstance(ann_id, bool) else -1)
 
 
 def _judge(completed_by) -> str | None:
