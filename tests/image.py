@@ -24,6 +24,7 @@ import re
 import resource
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,9 +54,11 @@ def base_image() -> str:
 
 
 def debian_mirrors() -> tuple[str, str]:
-    """The host's Debian and security mirror URIs (deb822 sources)."""
-    text = "\n".join(p.read_text() for p in Path("/etc/apt").glob("sources.list.d/*.sources"))
-    uris = re.findall(r"^URIs:\s*(\S+)", text, re.M)
+    """The host's Debian and security mirror URIs (deb822 or one-line sources)."""
+    apt = Path("/etc/apt")
+    files = [apt / "sources.list", *apt.glob("sources.list.d/*.list"), *apt.glob("sources.list.d/*.sources")]
+    text = "\n".join(f.read_text() for f in files if f.is_file())
+    uris = re.findall(r"^(?:URIs:|deb(?:\s+\[[^\]]*\])?)\s+(\S+)", text, re.M)
     security = next((u for u in uris if u.rstrip("/").endswith("debian-security")), None)
     main = next((u for u in uris if u != security), None)
     return main or "http://deb.debian.org/debian", security or "http://deb.debian.org/debian-security"
@@ -139,6 +142,6 @@ def pip_index() -> str:
     """The index pip uses on this host (its environment, then its config), PyPI by default."""
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"]
-    done = subprocess.run(["python3", "-m", "pip", "config", "get", "global.index-url"],
+    done = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "https://pypi.org/simple"
