@@ -39,7 +39,8 @@ MIRROR_SUITES = ("bookworm", "bookworm-updates")
 # What the base needs beyond Debian's minimal system: the interpreter, venv
 # (ensurepip) for the build stage, useradd, and the CA bundle at run time.
 BASE_PACKAGES = ("python3", "python3-venv", "passwd", "ca-certificates")
-# Well below any sane host limit: runc cannot raise a limit past the host's.
+# Modest limits, capped by this process's own: runc refuses a limit it cannot
+# set (here even the host's own process limit).
 NOFILE, NPROC = 4096, 1024
 
 
@@ -84,6 +85,8 @@ def podman_fixture() -> Podman:
 
 
 class Podman:
+    """Rootful podman over a private store, with runc and the cgroupfs manager."""
+
     def __init__(self, store: Path) -> None:
         self.store = store
         self.prefix = ["podman", "--root", str(store / "storage"), "--runroot", str(store / "run"),
@@ -93,7 +96,8 @@ class Podman:
         done = subprocess.run([*self.prefix, *args], capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
         if check and done.returncode != 0:
-            raise PodmanError(f"podman {args[0]} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+            output = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            raise PodmanError(f"podman {args[0]} exited {done.returncode}:\n{output}")
         return done
 
     def has_image(self, name: str) -> bool:

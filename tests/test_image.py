@@ -39,10 +39,11 @@ def answers(port: int, path: str) -> bool:
         return False
 
 
-def events(port: int) -> float:
+def events(port: int, **labels: str) -> float:
+    """Sum of ragdrift_events_total over the series matching `labels`."""
     text = http_get(f"http://127.0.0.1:{port}/metrics").decode()
     return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "ragdrift_events_total")
+               if s.name == "ragdrift_events_total" and labels.items() <= s.labels.items())
 
 
 def test_the_image_runs_the_agent_read_only_as_uid_10001(podman, broker, make_topic, group_id, tmp_path):
@@ -71,8 +72,9 @@ def test_the_image_runs_the_agent_read_only_as_uid_10001(podman, broker, make_to
 
         consumer = KafkaConsumer(dlq, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
                                  enable_auto_commit=False, consumer_timeout_ms=10000)
-        letters = [record for record, _ in zip(consumer, range(1))]
+        letters = [record for _, record in zip(range(1), consumer)]
         consumer.close()
+        assert (events(port, outcome="processed"), events(port, outcome="rejected")) == (1, 1)
         assert [(r.value, dict(r.headers)["ragdrift-reason"]) for r in letters] == [(b"{not json", b"invalid_json")]
 
         assert podman.run("exec", name, "id", "-u").stdout.strip() == "10001"
