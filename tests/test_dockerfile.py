@@ -1,6 +1,7 @@
 """The Dockerfile the chart's image is built from, read as text (no Docker
-daemon is needed): a wheel of this package built in one stage and installed
-in a slim Python 3.11 stage, without the demo extra, running as the non-root
+daemon is needed; tests/test_image.py builds and runs it): a wheel of this
+package installed in a virtual environment that a slim Python 3.11 stage
+copies, without the demo extra, running as the non-root
 UID that the chart's securityContext names, with the entrypoint and config
 path the chart's Deployment relies on."""
 
@@ -33,14 +34,18 @@ def stages() -> list[list[tuple[str, str]]]:
     return out
 
 
-def test_a_wheel_of_this_package_is_built_then_installed_in_a_slim_python_311():
+def test_a_wheel_of_this_package_is_installed_in_a_venv_that_the_slim_python_311_stage_copies():
     build, final = stages()
-    assert build[0][1].startswith("python:3.11-slim")
-    assert any(i == "RUN" and "pip wheel" in a and a.endswith(" .") for i, a in build)
-    assert final[0][1].startswith("python:3.11-slim")
-    (install,) = [a for i, a in final if i == "RUN" and "pip install" in a]
+    assert build[0][1].startswith("python:3.11-slim-bookworm AS ")
+    (install,) = [a for i, a in build if i == "RUN" and "pip install" in a]
+    assert "python3 -m venv /opt/ragdrift" in install and "pip wheel" in install
     assert "ragdrift_agent-" in install and ".whl" in install and "crc32c" in install
     assert "has_fast_crc()" in install  # the build fails without the fast CRC
+    assert install.endswith("pip uninstall --yes --quiet pip")  # no pip in the image
+    assert final[0][1] == "python:3.11-slim-bookworm"
+    assert ("COPY", "--from=build /opt/ragdrift /opt/ragdrift") in final
+    assert not any(i == "RUN" and "pip" in a for i, a in final)
+    assert dict(final[1:])["ENV"].split("PATH=")[1].startswith("/opt/ragdrift/bin:")
 
 
 def test_no_demo_extra_is_installed():
