@@ -175,7 +175,7 @@ def test_a_read_only_store_leaves_no_batch_and_a_retry_succeeds(config, tmp_path
     read_only = tmp_path / "read-only.yaml"
     read_only.write_text(yaml.safe_dump({**doc, "store": {"url": f"sqlite:///file:{tmp_path}/state.db?mode=ro&uri=true"}}))
     code, out, err = run(capsys, "batch", "build", "--config", str(read_only), "--week", WEEK)
-    assert code == 2 and out == "" and err == "ragdrift: error: cannot record the batch: OperationalError\n"
+    assert code == 2 and out == "" and err == "ragdrift: error: cannot record the batch: OperationalError: attempt to write a readonly database\n"
     assert batch_dirs(tmp_path / "batches") == []
     code, out, _ = run(capsys, "batch", "build", "--config", str(config), "--week", WEEK)
     assert code == 0

@@ -99,8 +99,8 @@ def _existing_sqlite(url: URL, opening: Opening) -> URL:
     """The SQLite URL opened without creating the file (read-only for `READ`),
     or `StoreError` when there is no file to open."""
     mode = "ro" if opening is Opening.READ else "rw"
-    if asbool(url.query.get("uri", False)):  # already a SQLite URI: only its mode changes
-        return url.update_query_dict({"mode": mode})
+    if asbool(url.query.get("uri", False)):  # already a SQLite URI: a read never writes, its own `ro` is kept
+        return url.update_query_dict({"mode": "ro" if url.query.get("mode") == "ro" else mode})
     path = url.database or ":memory:"
     if path == ":memory:":
         raise StoreError("no ragdrift store in an in-memory SQLite database: store.url needs a file (sqlite:///PATH)")
