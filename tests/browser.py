@@ -41,6 +41,22 @@ def chromium() -> str:
     return found
 
 
+# A promise that settles when the expression turns truthy (checked on every DOM
+# mutation, and on a timer for what no mutation shows, such as scrolling) or, with
+# false, after `ms` milliseconds.
+_WAIT = """new Promise(resolve => {
+  const value = () => { try { return (%(expression)s); } catch (e) { return false; } };
+  let observer, tick, stop;
+  const done = v => { observer.disconnect(); clearInterval(tick); clearTimeout(stop); resolve(v); };
+  const check = () => { const v = value(); if (v) done(v); };
+  observer = new MutationObserver(check);
+  observer.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  tick = setInterval(check, 100);
+  stop = setTimeout(() => done(false), %(ms)d);
+  check();
+})"""
+
+
 class BrowserError(RuntimeError):
     pass
 
@@ -135,15 +151,17 @@ class Browser:
         return result["result"].get("value")
 
     def wait_for(self, expression: str, timeout: float = 60.0) -> Any:
-        """Poll until the expression is truthy (one that throws is not: the page may be loading); its value."""
+        """Wait in the page, on each change of its DOM, until the expression is
+        truthy (one that throws is not: the page may be loading); its value."""
         deadline = time.monotonic() + timeout
-        while True:
-            value = self.evaluate(f"(() => {{ try {{ return ({expression}); }} catch (e) {{ return false; }} }})()")
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                value = self.evaluate(_WAIT % {"expression": expression, "ms": int(min(left, self.timeout / 2) * 1000)})
+            except BrowserError:  # the page navigated away mid-wait: wait in the new one
+                continue
             if value:
                 return value
-            if time.monotonic() > deadline:
-                raise BrowserError(f"timed out after {timeout:.0f} s waiting for {expression[:120]}")
-            time.sleep(0.25)
+        raise BrowserError(f"timed out after {timeout:.0f} s waiting for {expression[:120]}")
 
     def press(self, key: str) -> None:
         """One key press, as a judge's keyboard sends it."""

@@ -1,5 +1,5 @@
 """The `ragdrift` command: help, generate, replay (against an independent
-oracle written from DESIGN.md's definitions), check-config, and exit status 2
+oracle written from the per-event definitions), check-config, and exit status 2
 with one line for every usage or input error."""
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def test_generate_unwritable_output(capsys, tmp_path):
     assert status == 2 and "no-dir" in one_line_error(err)
 
 
-# -- an independent oracle: DESIGN.md's definitions in plain Python -------------------------
+# -- an independent oracle: the per-event definitions in plain Python -------------------------
 
 STALE_STATUSES = {"superseded", "draft", "tombstoned"}
 

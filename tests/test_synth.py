@@ -35,7 +35,7 @@ AT = 1.0
 SPAN = 12 * 60
 
 
-# --- the DESIGN.md definitions, computed here from decoded events -----------------
+# --- the per-event definitions, computed here from decoded events -----------------
 
 
 def events_of(lines: list[bytes]) -> list[Event]:

@@ -1,4 +1,4 @@
-"""Estimated precision of live traffic: calibrated probabilities of relevance (issue F9, item 3).
+"""Estimated precision of live traffic: calibrated probabilities of relevance.
 
 A calibration (agent/core/judgments/calibration.py) turns an admitted chunk's
 score into the probability that judges would call it relevant; their mean

@@ -1,4 +1,4 @@
-"""Citations: the share of admitted results the answer cited (issue F9, item 5).
+"""Citations: the share of admitted results the answer cited.
 
 Only events that report citations count (a non-empty `feedback.cited`): the
 event contract cannot tell an answer that cited nothing from a producer that

@@ -2,7 +2,7 @@
 
 Every metric family, the exemplars, the spans and the judgment sampler read
 this record: no part of the agent derives a fact from the raw event again,
-so the definitions of DESIGN.md live here and nowhere else.
+so the per-event definitions (docs/metrics.md) live here and nowhere else.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _mean(tally: Tally, histogram: str) -> float | None:
 
 
 def summarize(totals: Tally, rejected: dict[str, int]) -> dict:
-    """Every figure over the whole input, by DESIGN.md's definitions; None when undefined."""
+    """Every figure over the whole input, by the per-event definitions of docs/metrics.md; None when undefined."""
     processed = _sum(totals, RETRIEVALS.name)
     by_source = _by(totals, ADMITTED_RESULTS.name, 2)
     hhi, top_share = concentration(by_source) if any(by_source.values()) else (None, None)

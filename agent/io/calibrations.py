@@ -1,4 +1,4 @@
-"""Fitted score calibrations, as rows in the store (issue F9, item 3).
+"""Fitted score calibrations, as rows in the store.
 
 `ragdrift_calibrations` holds one row per fit: app, pipeline version, when it
 was fitted, and the calibration's JSON (agent/core/judgments/calibration.py:

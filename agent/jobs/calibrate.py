@@ -1,4 +1,4 @@
-"""Fit the score calibrations from judged batches and store them (issue F9, item 3).
+"""Fit the score calibrations from judged batches and store them.
 
 Called after every import of labels (`ragdrift judgments import` / `pull`)
 and by `ragdrift judgments calibrate`. It takes plain data, the newest labels

@@ -1,4 +1,4 @@
-"""Hand-computed cases for every definition in DESIGN.md "Definitions (per event)".
+"""Hand-computed cases for every per-event definition (docs/metrics.md).
 
 Every event goes the real way: dict -> JSON bytes -> `agent.core.decoder.decode`
 -> `PartitionState`, and the numbers are read from the tally keys and from

@@ -108,7 +108,7 @@ def _traceparent(rng: random.Random) -> tuple[str, str]:
 
 
 def _unauthorized(doc: dict) -> bool:
-    """DESIGN.md: a result outside the principal's tenant, or with an ACL disjoint from its groups."""
+    """Unauthorized: a result outside the principal's tenant, or with an ACL disjoint from its groups."""
     principal = doc["principal"]
     groups = set(principal["groups"])
     return any(

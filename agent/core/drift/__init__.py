@@ -1,6 +1,6 @@
 """Drift, the pure maths: fine daily grids and quantile bins, the distances
 between binned distributions, thresholds calibrated from the baseline itself,
-and the frozen baseline a window is evaluated against (DESIGN.md, "Drift")."""
+and the frozen baseline a window is evaluated against (docs/drift.md)."""
 
 from agent.core.drift.baseline import (
     BASELINE_FORMAT,

@@ -33,7 +33,7 @@ The daily `query_cluster` counts are not stored: they depend on the baseline,
 so a stored day's clusters come from its sample when it is evaluated.
 
 Windows shorter than a day (`RECENT`: 5m and 1h) are per replica, like the
-other window gauges (DESIGN.md, "Metrics"): the counts are held per 5-minute
+other window gauges (docs/metrics.md, "Rolling windows"): the counts are held per 5-minute
 slot of the event time, and what `take` hands over is also kept in a ring of
 the newest `RECENT_SLOTS` slots, so `recent(now)` sums the whole slots each
 window covers (5m: the last whole slot; 1h: the last 12), taken or not. The

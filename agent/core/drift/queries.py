@@ -1,7 +1,7 @@
 """The query mix from hashed terms: a bounded daily sample, the baseline's vocabulary and query clusters.
 
 Per (UTC day, app) the agent keeps a sample of the day's queries' hashed terms
-(DESIGN.md, "The event": terms arrive hashed, no raw text is ever needed): the
+(docs/event.md: terms arrive hashed, no raw text is ever needed): the
 `SAMPLE` events with the smallest `sample_key`, a hash of the event id. A
 bottom-k sample merges by union (keep the k smallest keys), so it is the same
 however the stream was partitioned, and counting an event twice changes

@@ -1,5 +1,5 @@
 """Judgment metrics, the pure maths: per-query IR metrics under the seed script's
-or trec_eval's conventions, and a bootstrap interval for their means (issue F9)."""
+or trec_eval's conventions, and a bootstrap interval for their means."""
 
 from agent.core.judgments.bootstrap import Interval, bootstrap_interval
 from agent.core.judgments.metrics import (

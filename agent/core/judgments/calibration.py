@@ -1,4 +1,4 @@
-"""Score calibration: the probability that a chunk is relevant, given its score (issue F9, item 3).
+"""Score calibration: the probability that a chunk is relevant, given its score.
 
 Judged chunks say how often a retriever's score means a relevant chunk.
 Isotonic regression (scikit-learn, increasing, clipped at the ends) fits that

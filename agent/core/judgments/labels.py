@@ -1,4 +1,4 @@
-"""A judge's label: the unit that comes back from a judged batch (issue F9).
+"""A judge's label: the unit that comes back from a judged batch.
 
 One label is one judge's grade of one blinded chunk of one item of one batch,
 with the tags the judge ticked and, for multi-hop queries, the evidence group

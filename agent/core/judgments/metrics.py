@@ -1,4 +1,4 @@
-"""Per-query IR metrics over graded qrels, and their macro means (issue F9, item 4).
+"""Per-query IR metrics over graded qrels, and their macro means.
 
 Two policies, because "precision@5" means different numbers in different tools:
 

@@ -1,4 +1,4 @@
-"""The judged batch as numbers: metrics per stratum and for traffic, with intervals (issue F9).
+"""The judged batch as numbers: metrics per stratum and for traffic, with intervals.
 
 Plain data in (the batch's manifest, its key rows, the latest labels), plain
 data out; docs/judgments.md, "The report", states every policy. In short:

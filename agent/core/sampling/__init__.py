@@ -1,6 +1,5 @@
 """Judgment sampling, the pure maths: risk weights, hashed priorities, priority
-sampling per stratum and ISO week, and the estimates it supports (DESIGN.md,
-"Judgment sampling")."""
+sampling per stratum and ISO week, and the estimates it supports (docs/judgments.md)."""
 
 from agent.core.sampling.candidate import (
     OTHER,

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from hashlib import blake2b
 
-HOLDOUT_SHARE = 0.10  # DESIGN.md: default share of sampled queries held out
+HOLDOUT_SHARE = 0.10  # docs/judgments.md: default share of sampled queries held out
 WEEK = 7 * 86400
 _BITS = 53  # a double holds every integer below 2**53 exactly
 _SCALE = float(1 << _BITS)
