@@ -147,6 +147,10 @@ def test_errors_are_one_line(capsys, tmp_path, batches):
     assert status == 2 and "no judgment batch yet" in err
     status, _, err = report_cli(capsys, tmp_path, batches, "--weeks", "0")
     assert status == 2 and err == "ragdrift: error: --weeks must be at least 1, got 0\n"
+    with pytest.raises(SystemExit) as usage:  # argparse's own usage error
+        report_cli(capsys, tmp_path, batches, "--relevance-threshold", "nan")
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and "--relevance-threshold: not a finite number: 'nan'" in err
     first = batches[0].manifest["batch_id"]
     wrong = Judged(batches[0].manifest, batches[0].key, [Label(first, "x-0001", "x-0001-1", "ann", 2)])
     status, _, err = report_cli(capsys, tmp_path, [wrong])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 
 
@@ -13,6 +15,30 @@ def at_least(value: int | None, low: int, flag: str) -> None:
     """A usage error unless an integer argument given is `low` or more."""
     if value is not None and value < low:
         raise UsageError(f"{flag} must be at least {low}, got {value}")
+
+
+def finite(text: str) -> float:
+    """A number argument (an argparse type): NaN or Infinity would make every
+    comparison false and the results silently wrong."""
+    from agent.core.judgments.untrusted import shown
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {shown(text)}")
+    return value
+
+
+def positive(text: str) -> float:
+    """A finite number argument above 0 (an argparse type)."""
+    from agent.core.judgments.untrusted import shown
+
+    value = finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0: {shown(text)}")
+    return value
 
 
 def progress(total: int | None = None):

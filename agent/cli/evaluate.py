@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
-from agent.cli.common import UsageError
-from agent.core.judgments.untrusted import shown
+from agent.cli.common import UsageError, finite
 
 
 def add_parser(commands) -> None:
@@ -24,7 +22,7 @@ def add_parser(commands) -> None:
     evaluate.add_argument("--policy", choices=("seed", "trec"), default="seed",
                           help="seed: the seed document's script (grade >= 2, precision over the returned count); "
                                "trec: trec_eval (grade >= 1, P@k over k, linear gain)")
-    evaluate.add_argument("--relevance-threshold", type=_finite, metavar="G", help="a grade at least G is relevant")
+    evaluate.add_argument("--relevance-threshold", type=finite, metavar="G", help="a grade at least G is relevant")
     evaluate.add_argument("--gain", choices=("exp", "linear"), help="nDCG gain: 2^g - 1 or g (default: the policy's)")
     evaluate.add_argument("--duplicates", choices=("reject", "keep"), default="reject",
                           help="a doc id repeated in one query's ranking: refuse the run (default) or count it again")
@@ -60,17 +58,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for name in METRICS:
         print(f"{name:<{width}}  {out['macro'][name]:.4f}")
     return 0
-
-
-def _finite(text: str) -> float:
-    """A number argument: NaN or Infinity would make every comparison false and the results silently wrong."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"not a finite number: {shown(text)}")
-    return value
 
 
 def _read(path: str) -> str:

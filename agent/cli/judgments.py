@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from agent.cli.common import UsageError, at_least, open_store
+from agent.cli.common import UsageError, at_least, open_store, positive
 from agent.cli.report import add_report
 from agent.cli.run import settings_from
 
@@ -40,9 +40,9 @@ def add_pull(actions) -> None:
     pull.add_argument("--project", required=True, type=int, metavar="ID", help="the project's id")
     pull.add_argument("--label-studio-token-file", metavar="FILE",
                       help="file holding the Label Studio API token (default: $LABEL_STUDIO_TOKEN)")
-    pull.add_argument("--timeout", type=_positive, default=60.0, metavar="SECONDS",
+    pull.add_argument("--timeout", type=positive, default=60.0, metavar="SECONDS",
                       help="time for the whole exchange with Label Studio, to the export's last byte (default: 60)")
-    pull.add_argument("--max-export-mb", type=_positive, default=100.0, metavar="MB",
+    pull.add_argument("--max-export-mb", type=positive, default=100.0, metavar="MB",
                       help="the largest export read, in megabytes; memory use is about five times it (default: 100)")
     _common(pull)
     pull.set_defaults(handler=pull_project)
@@ -74,16 +74,6 @@ def import_files(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
         parsed.append(parse(file, text))
     return _import(args, parsed)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number > 0: {text!r}")
-    return value
 
 
 def pull_project(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import argparse
 import importlib.util
 import sys
 
-from agent.cli.common import UsageError, at_least, open_store
+from agent.cli.common import UsageError, at_least, finite, open_store
 from agent.cli.run import settings_from
 
 
@@ -24,7 +24,7 @@ def add_report(actions) -> None:
     which.add_argument("--weeks", metavar="N", type=int, default=1, help="the newest N weekly batches (default: 1)")
     report.add_argument("--format", choices=("table", "json", "md"), default="table", help="json: one report per line")
     report.add_argument("--plots", metavar="DIR", help="write precision over weeks and the reliability diagram as PNG")
-    report.add_argument("--relevance-threshold", type=float, default=2.0, metavar="G",
+    report.add_argument("--relevance-threshold", type=finite, default=2.0, metavar="G",
                         help="a mean grade at least G is relevant (default: 2)")
     report.add_argument("--gain", choices=("exp", "linear"), default="exp", help="nDCG gain: 2^g - 1 (default) or g")
     report.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples per challenge interval")

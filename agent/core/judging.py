@@ -74,9 +74,9 @@ class Judging:
         self._weeks: dict[int, str] = {}  # day number -> ISO week, memoized
         self._current: str | None = None  # the week the sampler was last advanced to
 
-    def observe(self, facts: Facts, new_terms: int, watermark: float | None, app: str | None = None) -> None:
+    def observe(self, facts: Facts, new_terms: int, watermark: float | None, app: str) -> None:
         """Assess one event, offer it to the sampler, and queue its incident if any. `app` is the event's
-        app as the bounded label set names it (its stratum's app; the event's own when not given)."""
+        app as the bounded label set names it: its stratum's app."""
         incident = incident_of(facts)
         if incident is not None:
             self.incidents.append(incident)
@@ -90,7 +90,7 @@ class Judging:
         event_id = event.event_id
         week = self._week(facts.ts)
         u = uniform(event_id, week, config.salt)
-        stratum = stratum_key(event.app if app is None else app, event.query.type)
+        stratum = stratum_key(app, event.query.type)
         # Most events cannot enter a full reservoir: tell those apart before
         # assessing the risk (even the largest weight would not do) or
         # building candidates.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 
-from agent.core.judgments.untrusted import integer, loads, shown
+from agent.core.judgments.untrusted import first_repeat, integer, loads, shown
 
 
 class FormatError(ValueError):
@@ -64,7 +64,7 @@ def parse_run(text: str, reject_duplicates: bool) -> dict[str, list[str]]:
             if not isinstance(ranked, list) or not all(isinstance(doc, str) for doc in ranked):
                 raise FormatError(None, f"query {shown(query)}: a run maps each query to a list of doc ids")
             if reject_duplicates:
-                repeated = _first_repeat(ranked)
+                repeated = first_repeat(ranked)
                 if repeated is not None:
                     raise FormatError(None, f"query {shown(query)}: duplicate doc id {shown(repeated)}")
         return data
@@ -116,12 +116,3 @@ def _lines(text: str, width: int, layout: str):
 
 def _number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _first_repeat(values) -> str | None:
-    seen = set()
-    for value in values:
-        if value in seen:
-            return value
-        seen.add(value)
-    return None

@@ -32,12 +32,20 @@ def integer(text: str) -> int | None:
     return int(text) if len(digits) <= 18 and digits.isascii() and digits.isdigit() else None
 
 
+def first_repeat(values):
+    """The first value that comes a second time, else None."""
+    seen = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
+
+
 def _unique(pairs: list[tuple[str, object]]) -> dict:
     out = dict(pairs)
     if len(out) < len(pairs):
-        keys = [key for key, _ in pairs]
-        repeated = next(key for i, key in enumerate(keys) if key in keys[:i])
-        raise ValueError(f"key {shown(repeated)} appears twice in one object")
+        raise ValueError(f"key {shown(first_repeat(key for key, _ in pairs))} appears twice in one object")
     return out
 
 
