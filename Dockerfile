@@ -19,7 +19,7 @@ COPY agent ./agent
 RUN python3 -m venv /opt/ragdrift \
  && /opt/ragdrift/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
  && /opt/ragdrift/bin/pip install --no-cache-dir /wheels/ragdrift_agent-*.whl crc32c \
- && /opt/ragdrift/bin/python -c "from agent.io.broker import has_fast_crc; assert has_fast_crc(), 'crc32c missing'" \
+ && /opt/ragdrift/bin/python -c "from agent.io.kafka.broker import has_fast_crc; assert has_fast_crc(), 'crc32c missing'" \
  && /opt/ragdrift/bin/pip uninstall --yes --quiet pip
 
 FROM python:3.11-slim-bookworm

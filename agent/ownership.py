@@ -28,12 +28,12 @@ from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.drift import Baseline
 from agent.core.state import Baseline as Shared
 from agent.core.state import PartitionState, StateError
-from agent.io import broker
-from agent.io.dead_letters import DeadLetters
-from agent.io.drift_store import DriftStore
-from agent.io.queue import Queue
-from agent.io.settings import KafkaSettings
-from agent.io.store import Checkpoint, Store, StoreError
+from agent.io.kafka import broker
+from agent.io.kafka.dead_letters import DeadLetters
+from agent.io.store.drift import DriftStore
+from agent.io.store.queue import Queue
+from agent.io.settings.agent import KafkaSettings
+from agent.io.store.database import Checkpoint, Store, StoreError
 
 log = logging.getLogger("ragdrift.agent")
 IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalance callback

@@ -25,17 +25,17 @@ from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.reasons import RejectedEvent
 from agent.core.snapshot import Exposition, Health
 from agent.core.tally import Tally, add, total
-from agent.io import broker
-from agent.io.calibration_watch import CalibrationWatch
-from agent.io.dead_letters import DeadLetters
-from agent.io.exporter import Latest
-from agent.io.queue import Queue
-from agent.io.drift_settings import drift_config
-from agent.io.drift_store import DriftStore
-from agent.io.drift_watch import RECENT_SECONDS, DriftWatch
-from agent.io.judgment_settings import judging_config
-from agent.io.settings import Settings
-from agent.io.store import Store, StoreError
+from agent.io.kafka import broker
+from agent.io.background.calibration import CalibrationWatch
+from agent.io.kafka.dead_letters import DeadLetters
+from agent.io.prometheus.collectors import Latest
+from agent.io.store.queue import Queue
+from agent.io.settings.drift import drift_config
+from agent.io.store.drift import DriftStore
+from agent.io.background.drift import RECENT_SECONDS, DriftWatch
+from agent.io.settings.judgment import judging_config
+from agent.io.settings.agent import Settings
+from agent.io.store.database import Store, StoreError
 from agent.io.tracing import remote_context
 from agent.ownership import IO_TIMEOUT_MS, Ownership
 

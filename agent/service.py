@@ -11,22 +11,22 @@ from dataclasses import dataclass
 from kafka.errors import KafkaError
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from agent.io import broker
-from agent.io.endpoint import MetricsServer
-from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
-from agent.io.calibration_watch import CalibrationWatch
-from agent.io.calibrations import TABLES as CALIBRATION_TABLES
-from agent.io.calibrations import Calibrations
-from agent.io.drift_store import TABLES as DRIFT_TABLES
-from agent.io.drift_store import DriftStore
-from agent.io.drift_watch import DriftCollector, DriftWatch
-from agent.io.qrels import TABLES as QRELS_TABLES
-from agent.io.qrels import Qrels
-from agent.io.queue import TABLES, Queue
-from agent.io.judgment_settings import gate
-from agent.io.scheduler import JudgmentCollector, Judging
-from agent.io.settings import Settings
-from agent.io.store import Store, StoreError
+from agent.io.kafka import broker
+from agent.io.prometheus.endpoint import MetricsServer
+from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
+from agent.io.background.calibration import CalibrationWatch
+from agent.io.store.calibrations import TABLES as CALIBRATION_TABLES
+from agent.io.store.calibrations import Calibrations
+from agent.io.store.drift import TABLES as DRIFT_TABLES
+from agent.io.store.drift import DriftStore
+from agent.io.background.drift import DriftCollector, DriftWatch
+from agent.io.store.qrels import TABLES as QRELS_TABLES
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES, Queue
+from agent.io.settings.judgment import gate
+from agent.io.background.judgment import JudgmentCollector, Judging
+from agent.io.settings.agent import Settings
+from agent.io.store.database import Store, StoreError
 from agent.io.tracing import provider
 from agent.runner import Agent
 

@@ -23,7 +23,7 @@ import orjson
 
 from agent.demo.broker import Tansu
 from agent.demo.process import wait_until
-from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
+from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.service import build
 from agent.synth import generate
 from throughput import fill  # bench/ is the script's directory

@@ -23,7 +23,7 @@ from agent.core.drift import evaluate, freeze
 from agent.core.drift.days import DriftConfig, counts_of, recent_windows, window
 from agent.core.state import Baseline as Shared
 from agent.core.state import PartitionState
-from agent.io.drift_watch import RECENT_SECONDS, REFRESH_SECONDS
+from agent.io.background.drift import RECENT_SECONDS, REFRESH_SECONDS
 from agent.synth import generate
 
 DAY0 = datetime(2026, 3, 2, tzinfo=timezone.utc)

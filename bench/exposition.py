@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.core.config import CoreConfig
 from agent.core.snapshot import Exposition
 from agent.core.state import PartitionState, sums
-from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
+from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
 from agent.synth import generate
 
 TARGET = 2.0

@@ -31,7 +31,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from agent.demo.broker import Tansu
 from agent.demo.process import wait_until
-from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
+from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.core.reasons import RejectedEvent
 from agent.service import build
 from agent.synth import generate

@@ -3,7 +3,7 @@
 Every statistic of every feature and mix against its calibrated threshold,
 the alarms, the values each window holds, and the baseline in use. The drift
 families of `today` and `yesterday` are the store's figures, evaluated every
-minute by each replica (agent/io/drift_watch.py), so every replica exports
+minute by each replica (agent/io/background/drift.py), so every replica exports
 the same value; `5m` and `1h` are each replica's own traffic: `max`, never
 `sum`. Statistics are shown as a share of their threshold (1 is the
 threshold, above is an alarm; for the chi-square p-value, which alarms

@@ -7,7 +7,7 @@ the newest judged batch (precision with its 95 % interval per view and
 stratum, recall, MRR, hit rate, nDCG) and which batch they come from.
 
 The judgment and queue gauges are the store's figures, read every minute by
-each replica (agent/io/scheduler.py), so every replica exports the same value:
+each replica (agent/io/background/judgment.py), so every replica exports the same value:
 `max`, never `sum`. Batch failures are counted per replica: `sum`.
 """
 

@@ -25,8 +25,8 @@ from agent.core.config import CoreConfig
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.demo.process import free_port, wait_until
-from agent.io.broker import written_at
-from agent.io.store import Store
+from agent.io.kafka.broker import written_at
+from agent.io.store.database import Store
 from tests.services import http_get
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ per organization). Telemetry, Sentry and the version check are switched off.
 
     from tests.label_studio import LabelStudioServer
     with LabelStudioServer() as server:
-        client = server.client()        # agent.io.label_studio.LabelStudio
+        client = server.client()        # agent.io.label_studio.client.LabelStudio
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.io.label_studio import LabelStudio, LabelStudioError
+from agent.io.label_studio.client import LabelStudio, LabelStudioError
 from tests.services import ChildProcess, ServiceError, free_port, http_get, unavailable
 
 VERSION = "1.23.2"

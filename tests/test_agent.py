@@ -19,7 +19,7 @@ from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.core.summary import summarize
 from agent.demo.process import wait_until
-from agent.io.store import Store
+from agent.io.store.database import Store
 from tests.agentctl import (
     AgentProcess,
     agent_config,

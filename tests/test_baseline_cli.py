@@ -22,10 +22,10 @@ from agent.core.drift.days import DriftConfig
 from agent.core.drift.features import GRIDS
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
-from agent.io.drift_settings import drift_config
-from agent.io.drift_store import TABLES, DriftStore
-from agent.io.settings import load
-from agent.io.store import Checkpoint, Store
+from agent.io.settings.drift import drift_config
+from agent.io.store.drift import TABLES, DriftStore
+from agent.io.settings.agent import load
+from agent.io.store.database import Checkpoint, Store
 from agent.synth import Incident, generate
 
 DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)

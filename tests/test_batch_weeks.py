@@ -23,12 +23,12 @@ from sqlalchemy import update
 
 from agent.cli import main
 from agent.core.sampling import UNIFORM
-from agent.io.qrels import TABLES as QRELS
-from agent.io.qrels import Qrels
-from agent.io.queue import TABLES, Queue
-from agent.io.scheduler import Judging
-from agent.io.settings import load
-from agent.io.store import Store
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES, Queue
+from agent.io.background.judgment import Judging
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 from agent.jobs import batch
 from tests.core.test_sampler import cand
 from tests.test_judgments_cli import judged_jsonl

@@ -58,19 +58,19 @@ from agent.core.snapshot import EXEMPLAR_FAMILIES
 from agent.demo.process import wait_until
 from agent.core.drift import freeze
 from agent.core.judgments.calibration import Calibration
-from agent.io.calibrations import TABLES as CALIBRATION_TABLES
-from agent.io.calibrations import Calibrations
-from agent.io.drift_store import TABLES as DRIFT_TABLES
-from agent.io.drift_store import DriftStore
+from agent.io.store.calibrations import TABLES as CALIBRATION_TABLES
+from agent.io.store.calibrations import Calibrations
+from agent.io.store.drift import TABLES as DRIFT_TABLES
+from agent.io.store.drift import DriftStore
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import report
-from agent.io import export
-from agent.io.qrels import TABLES as QRELS_TABLES
-from agent.io.qrels import Qrels
-from agent.io.queue import TABLES, Queue
-from agent.io.scheduler import GAUGE_OPTIONS
-from agent.io.settings import load
-from agent.io.store import Store
+from agent.io.files import batch_files
+from agent.io.store.qrels import TABLES as QRELS_TABLES
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES, Queue
+from agent.io.background.judgment import GAUGE_OPTIONS
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 from agent.jobs import batch
 from grafana import build, thresholds
 from grafana.kit import threshold_note
@@ -369,7 +369,7 @@ def test_provisioning_files():
     source = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.example.yaml").read_text())
     (ds,) = source["datasources"]
     assert ds["type"] == "prometheus"
-    # the label the agent puts its trace ids under (agent/io/exporter.py)
+    # the label the agent puts its trace ids under (agent/io/prometheus/collectors.py)
     assert [d["name"] for d in ds["jsonData"]["exemplarTraceIdDestinations"]] == ["trace_id"]
 
 
@@ -490,7 +490,7 @@ def live(broker, prometheus_bin, tmp_path_factory):
         finally:
             store.close()
         # Its labels, as `ragdrift judgments import` would store them: the restarted agent exports their figures.
-        manifest, key = export.read_batch(built.directory)
+        manifest, key = batch_files.read_batch(built.directory)
         labels = [Label(built.batch_id, row["item"], c["chunk"], "ana", 3 if c["rank"] == 1 else c["rank"] % 3)
                   for row in key if row["item"] for c in row["chunks"]]
         qrels = Qrels(Store(url, None, QRELS_TABLES))

@@ -259,8 +259,8 @@ def test_an_unreadable_stored_state_is_started_afresh_not_a_crash_loop(broker, m
     clients from `build`, no subprocess needed."""
     import threading
 
-    from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
-    from agent.io.store import Checkpoint, Store
+    from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
+    from agent.io.store.database import Checkpoint, Store
     from agent.service import build
 
     topic, dlq = make_topic(1, "retrievals"), make_topic(1, "dlq")

@@ -24,7 +24,7 @@ from kubernetes_validate.utils import (
 )
 
 import agent
-from agent.io import settings as agent_settings
+from agent.io.settings import agent as agent_settings
 from agent.runner import SHUTDOWN_SECONDS
 from tests.helm import Helm, HelmError, helm_bin_fixture  # noqa: F401 - the `helm_bin` fixture
 

@@ -9,14 +9,14 @@ from prometheus_client import CollectorRegistry
 from agent.core.batch import build
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import ALL, Options, report
-from agent.io import export
-from agent.io.qrels import TABLES as QRELS
-from agent.io.qrels import Qrels
-from agent.io.queue import TABLES as QUEUE
-from agent.io.queue import Queue
-from agent.io.scheduler import JudgmentCollector, Judging
-from agent.io.settings import load
-from agent.io.store import Store
+from agent.io.files import batch_files
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES as QUEUE
+from agent.io.store.queue import Queue
+from agent.io.background.judgment import JudgmentCollector, Judging
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 from tests.test_report_cli import CONFIG, labels_for, week_candidates
 
 
@@ -31,7 +31,7 @@ def agent(tmp_path):
     batches = []
     for built_at, week in enumerate(("2026-W47", "2026-W48")):
         batch = build(week, week_candidates(week), CONFIG)
-        directory = export.write(tmp_path / "batches", batch, batch.items)
+        directory = batch_files.write(tmp_path / "batches", batch, batch.items)
         queue.record_batch(settings.kafka.group_id, week, batch.batch_id, float(built_at), len(batch.key),
                            str(directory))
         batches.append(batch)
@@ -59,7 +59,7 @@ def test_the_newest_labelled_batch_is_exported_and_recomputed_only_when_its_labe
     labels = labels_for(newer)
     qrels.add(labels, "test")
     judging.refresh()
-    manifest, key = export.read_batch(tmp_path / "batches" / newer.batch_id)
+    manifest, key = batch_files.read_batch(tmp_path / "batches" / newer.batch_id)
     want = report(manifest, key, qrels.latest(newer.batch_id), Options())  # what `ragdrift judgments report` prints
     traffic = next(v for v in want["views"] if v["view"] == "traffic" and v["stratum"] == ALL)
     labels_of = {"app": "all", "view": "traffic", "stratum": "all"}

@@ -29,14 +29,14 @@ from agent.core.reasons import RejectedEvent
 from agent.core.sampling import select
 from agent.core.state import PartitionState
 from agent.demo.process import wait_until
-from agent.io.broker import written_at
-from agent.io.qrels import TABLES as QRELS
-from agent.io.qrels import Qrels
-from agent.io.queue import TABLES, Queue
-from agent.io.scheduler import Judging
-from agent.io.judgment_settings import judging_config
-from agent.io.settings import load
-from agent.io.store import Store
+from agent.io.kafka.broker import written_at
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES, Queue
+from agent.io.background.judgment import Judging
+from agent.io.settings.judgment import judging_config
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 from agent.jobs.batch import build, config_of, last_week, weekly
 from tests.agentctl import (
     CORE,

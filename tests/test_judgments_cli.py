@@ -19,13 +19,13 @@ from agent.core.config import CoreConfig
 from agent.core.judgments.labels import Label
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
-from agent.io.judgment_settings import judging_config
-from agent.io.qrels import TABLES as QRELS
-from agent.io.qrels import Qrels
-from agent.io.queue import TABLES as QUEUE
-from agent.io.queue import Queue
-from agent.io.settings import load
-from agent.io.store import Store
+from agent.io.settings.judgment import judging_config
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES as QUEUE
+from agent.io.store.queue import Queue
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 
 WEEK = "2026-W48"
 

@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agent.io.judging_guide import GRADE_MEANINGS, TAG_MEANINGS
-from agent.io.label_studio import (
+from agent.io.label_studio.guide import GRADE_MEANINGS, TAG_MEANINGS
+from agent.io.label_studio.client import (
     EVIDENCE_GROUPS,
     GRADES,
     PROJECT_SETTINGS,
@@ -269,7 +269,7 @@ def test_a_refresh_without_an_access_token_is_an_error(answer):
 
 
 def test_an_answer_above_the_bound_is_refused():
-    from agent.io.label_studio import TooLarge
+    from agent.io.label_studio.client import TooLarge
 
     with HostileServer("big", bytes=10_000_000) as server, pytest.raises(TooLarge, match="limit of 1000000 bytes"):
         LabelStudio(server.url, "secret-token-value", max_bytes=1_000_000).export_annotations(1)
@@ -477,9 +477,9 @@ def test_a_batch_that_label_studio_missed_is_pushed_later(label_studio, tmp_path
 def _batch_store(tmp_path):
     """Settings, and a queue holding eight candidates of 2026-W48."""
     from agent.core.sampling import UNIFORM
-    from agent.io.queue import TABLES, Queue
-    from agent.io.settings import load
-    from agent.io.store import Store
+    from agent.io.store.queue import TABLES, Queue
+    from agent.io.settings.agent import load
+    from agent.io.store.database import Store
     from tests.core.test_sampler import cand
 
     settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"), "RAGDRIFT_JUDGMENT__SALT": "s",

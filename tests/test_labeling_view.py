@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.io.label_studio import GRADE_REQUIRED, TAGS, labeling_config, tasks
+from agent.io.label_studio.client import GRADE_REQUIRED, TAGS, labeling_config, tasks
 from tests.browser import Browser
 from tests.test_label_studio import ITEMS
 

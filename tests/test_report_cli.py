@@ -18,13 +18,13 @@ from agent.core.judgments.labels import Label
 from agent.core.judgments.report import Options
 from agent.core.sampling import UNIFORM, Candidate, ResultRef, uniform
 from agent.core.judgments.judged import Judged
-from agent.io import export
-from agent.io.qrels import TABLES as QRELS
-from agent.io.qrels import Qrels
-from agent.io.queue import TABLES as QUEUE
-from agent.io.queue import Queue
-from agent.io.settings import load
-from agent.io.store import Store
+from agent.io.files import batch_files
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES as QUEUE
+from agent.io.store.queue import Queue
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 from agent.jobs.report import reports
 
 CONFIG = BatchConfig(budgets={UNIFORM: 6}, default_budget=4, double_judged_share=0.3, salt="s")
@@ -63,7 +63,7 @@ def batches(tmp_path) -> list[Judged]:
     out = []
     for week in ("2026-W47", "2026-W48"):
         batch = build(week, week_candidates(week), CONFIG)
-        manifest, key = export.read_batch(export.write(tmp_path / "batches", batch, batch.items))
+        manifest, key = batch_files.read_batch(batch_files.write(tmp_path / "batches", batch, batch.items))
         out.append(Judged(manifest, key, labels_for(batch)))
     return out
 

@@ -20,12 +20,12 @@ import yaml
 from agent.cli import main
 from agent.core.sampling import UNIFORM
 from agent.io import logs
-from agent.io.qrels import TABLES as QRELS
-from agent.io.qrels import Qrels
-from agent.io.queue import TABLES, Queue
-from agent.io.scheduler import Judging
-from agent.io.settings import load
-from agent.io.store import Store
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES, Queue
+from agent.io.background.judgment import Judging
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 from tests.core.test_sampler import cand
 from tests.hostile_http import HostileServer
 from tests.services import free_port

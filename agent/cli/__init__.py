@@ -67,7 +67,7 @@ def _stdout_closed() -> int:
 def _store_error(exc: Exception) -> bool:
     """Whether `exc` is the store's error, looked up through the loaded module:
     a command that did not load it cannot have raised one."""
-    store = sys.modules.get("agent.io.store")
+    store = sys.modules.get("agent.io.store.database")
     return store is not None and isinstance(exc, store.StoreError)
 
 

@@ -56,7 +56,7 @@ def add_parser(commands) -> None:
 
 
 def _drift_store(settings, *, write: bool):
-    from agent.io.drift_store import TABLES, DriftStore
+    from agent.io.store.drift import TABLES, DriftStore
 
     return DriftStore(open_store(settings, TABLES, write=write))
 
@@ -97,7 +97,7 @@ def _load(store, name: str | None, version: str | None):
 
 def freeze_baseline(args: argparse.Namespace) -> int:
     from agent.core.drift import freeze
-    from agent.io.drift_settings import calibration, grids
+    from agent.io.settings.drift import calibration, grids
 
     settings = settings_from(args.config)
     _name(args.name, "--name")

@@ -54,7 +54,7 @@ def open_store(settings, tables, *, write: bool):
     Only the agent creates a store: a command opens the one it made, to read
     it or (`write`) to write into it, and a store that is not there is an error.
     """
-    from agent.io.store import Opening, Store, StoreError
+    from agent.io.store.database import Opening, Store, StoreError
 
     try:
         return Store(settings.store.url, settings.store.schema, tables, Opening.EXISTING if write else Opening.READ)

@@ -51,7 +51,7 @@ def _label_studio_options(parser, url_help: str) -> None:
 
 
 def _queue(settings, *, write: bool):
-    from agent.io.queue import TABLES, Queue
+    from agent.io.store.queue import TABLES, Queue
 
     return Queue(open_store(settings, TABLES, write=write))
 

@@ -78,7 +78,7 @@ def import_files(args: argparse.Namespace) -> int:
 
 def pull_project(args: argparse.Namespace) -> int:
     from agent.core.judgments.importing import parse_label_studio
-    from agent.io.label_studio import LabelStudio, LabelStudioError, TooLarge, token_from
+    from agent.io.label_studio.client import LabelStudio, LabelStudioError, TooLarge, token_from
 
     at_least(args.project, 1, "--project")
     settings = settings_from(args.config)
@@ -96,19 +96,19 @@ def pull_project(args: argparse.Namespace) -> int:
 
 
 def _tables():
-    from agent.io.calibrations import TABLES as CALIBRATIONS
-    from agent.io.qrels import TABLES as QRELS
-    from agent.io.queue import TABLES as QUEUE
+    from agent.io.store.calibrations import TABLES as CALIBRATIONS
+    from agent.io.store.qrels import TABLES as QRELS
+    from agent.io.store.queue import TABLES as QUEUE
 
     return (*QUEUE, *QRELS, *CALIBRATIONS)
 
 
 def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
     from agent.core.judgments.importing import Refused
-    from agent.io.export import ExportError
-    from agent.io.qrels import Qrels
-    from agent.io.queue import Queue
-    from agent.io.store import StoreError
+    from agent.io.files.batch_files import ExportError
+    from agent.io.store.qrels import Qrels
+    from agent.io.store.queue import Queue
+    from agent.io.store.database import StoreError
     from agent.jobs.judgments import import_parsed, recalibrate
 
     settings = settings or settings_from(args.config)
@@ -146,10 +146,10 @@ def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
 
 
 def calibrate_scores(args: argparse.Namespace) -> int:
-    from agent.io.export import ExportError
-    from agent.io.qrels import Qrels
-    from agent.io.queue import Queue
-    from agent.io.store import StoreError
+    from agent.io.files.batch_files import ExportError
+    from agent.io.store.qrels import Qrels
+    from agent.io.store.queue import Queue
+    from agent.io.store.database import StoreError
     from agent.jobs.judgments import calibrate
 
     settings = settings_from(args.config)

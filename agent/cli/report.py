@@ -51,7 +51,7 @@ def run_report(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     sys.stdout.write(render(found, args.format))
     if args.plots:
-        from agent.io.plots import plot
+        from agent.io.files.plots import plot
 
         for path in plot(found, args.plots):
             print(f"wrote {path}", file=sys.stderr)
@@ -59,12 +59,12 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _load(config: str | None, batch: str | None, weeks: int):
-    from agent.io.export import ExportError
-    from agent.io.qrels import TABLES as QRELS
-    from agent.io.qrels import Qrels
-    from agent.io.queue import TABLES as QUEUE
-    from agent.io.queue import Queue
-    from agent.io.store import StoreError
+    from agent.io.files.batch_files import ExportError
+    from agent.io.store.qrels import TABLES as QRELS
+    from agent.io.store.qrels import Qrels
+    from agent.io.store.queue import TABLES as QUEUE
+    from agent.io.store.queue import Queue
+    from agent.io.store.database import StoreError
     from agent.jobs.judgments import judged_batches
 
     settings = settings_from(config)

@@ -21,7 +21,7 @@ def add_parser(commands) -> None:
 
 def settings_from(path: str | None):
     """The settings from a file (and the environment), or a usage error naming the key."""
-    from agent.io.settings import ConfigError, load
+    from agent.io.settings.agent import ConfigError, load
 
     try:
         return load(path)

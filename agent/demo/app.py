@@ -29,7 +29,7 @@ from agent.core.tally import Counter, Tally
 from agent.core.zero_results import RETRIEVALS, ZERO_RESULTS
 from agent.demo.broker import Tansu
 from agent.io import logs
-from agent.io.settings import load
+from agent.io.settings.agent import load
 from agent.service import build
 
 TOPIC = "retrieval.v1"

@@ -1,6 +1,6 @@
 """The demo's resolver: made-up text for the synthetic corpus's ids.
 
-A command resolver (agent/io/resolver.py): `python -m agent.demo.resolver`
+A command resolver (agent/io/http/resolver.py): `python -m agent.demo.resolver`
 reads `{"queries": [ids], "chunks": [ids]}` on stdin and prints the texts.
 The synthetic traffic has no text behind its hashes, so this writes some,
 the same for the same id, marked as synthetic, so that the judging loop can

@@ -31,11 +31,14 @@ from pathlib import Path
 from agent import __version__
 from agent.core import batch as batches
 from agent.core.sampling import SIGNALS, UNIFORM, iso_week, shift_week, week_bounds
-from agent.io import export, label_studio, locks, resolver
-from agent.io.queue import BatchExists, Queue
-from agent.io.judgment_settings import THRESHOLDS, risk_config
-from agent.io.settings import Settings
-from agent.io.store import StoreError
+from agent.io.files import batch_files
+from agent.io.label_studio import client as label_studio
+from agent.io.store import locks
+from agent.io.http import resolver
+from agent.io.store.queue import BatchExists, Queue
+from agent.io.settings.judgment import THRESHOLDS, risk_config
+from agent.io.settings.agent import Settings
+from agent.io.store.database import StoreError
 
 log = logging.getLogger("ragdrift.batch")
 
@@ -78,7 +81,7 @@ class NotPushed(RuntimeError):
 
 # What a build or a push can meet that is not a bug: each says what, in one
 # line that carries no secret and no judged text.
-EXPECTED = (export.ExportError, resolver.ResolverError, label_studio.LabelStudioError, StoreError, BatchExists,
+EXPECTED = (batch_files.ExportError, resolver.ResolverError, label_studio.LabelStudioError, StoreError, BatchExists,
             WeekError, NoSuchBatch, NotPushed, batches.Unsalted)
 
 
@@ -152,7 +155,7 @@ def build(settings: Settings, queue: Queue, week: str, out: str | None = None, l
         return built
     try:
         project = push(queue, group, built.batch_id, target)
-    except (label_studio.LabelStudioError, export.ExportError, StoreError) as exc:
+    except (label_studio.LabelStudioError, batch_files.ExportError, StoreError) as exc:
         raise NotPushed(built, str(exc)) from None
     return Built(built.week, built.batch_id, built.directory, built.items, partial, project)
 
@@ -165,7 +168,7 @@ def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | 
         r.kind, [i["query"]["id"] for i in batch.items], [c["chunk_id"] for i in batch.items for c in i["chunks"]],
         path=r.path, command=r.command, url=r.url, timeout=r.timeout_seconds,
     )
-    items = export.blinded_items(batch, texts)
+    items = batch_files.blinded_items(batch, texts)
     extra = {}
     if label_studio_files:
         extra = {"label-studio/tasks.json": json.dumps(label_studio.tasks(items), ensure_ascii=False, indent=1) + "\n",
@@ -173,7 +176,7 @@ def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | 
     root = Path(out or settings.judgment.export_dir).absolute()  # import and report run from anywhere
     recording = queue.recording(settings.kafka.group_id, batch.manifest["week"], batch.batch_id, time.time(), len(items),
                                 str(root / batch.batch_id), partial)
-    directory = export.write(root, batch, items, extra, recording)
+    directory = batch_files.write(root, batch, items, extra, recording)
     return Built(batch.manifest["week"], batch.batch_id, directory, len(items), partial)
 
 
@@ -183,9 +186,9 @@ def push(queue: Queue, group: str, batch_id: str, target: Target) -> int:
     row = queue.batch(group, batch_id)
     if row is None:
         raise NoSuchBatch(f"{batch_id} is not a known batch")
-    written = export.read_label_studio(row["directory"])
+    written = batch_files.read_label_studio(row["directory"])
     if written is None:  # built without --format label-studio
-        written = label_studio.labeling_config(label_studio.TAGS), label_studio.tasks(export.read_items(row["directory"]))
+        written = label_studio.labeling_config(label_studio.TAGS), label_studio.tasks(batch_files.read_items(row["directory"]))
     config, tasks = written
     client = label_studio.LabelStudio(target.url, label_studio.token_from(target.token_file, target.token_env))
     project = client.create_project(f"ragdrift {batch_id}", config)

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from agent.core.judgments.calibration import Calibration, fit_all
 from agent.core.judgments.judged import judged
 from agent.core.judgments.labels import Label
-from agent.io.calibrations import Calibrations
-from agent.io.judgment_settings import CalibrationSettings
+from agent.io.store.calibrations import Calibrations
+from agent.io.settings.judgment import CalibrationSettings
 
 
 def pooled(batch_ids: Iterable[str], pool_batches: int) -> list[str]:
@@ -30,7 +30,7 @@ def fit_and_store(store, labels_by_batch: Mapping[str, Iterable[Label]], key_by_
                   settings: CalibrationSettings, now: float | None = None) -> list[Calibration]:
     """Fit a calibration per app and pipeline version on the newest judged
     batches (those with both labels and a key), store them, and return them.
-    `store` is a Store opened with agent.io.calibrations.TABLES."""
+    `store` is a Store opened with agent.io.store.calibrations.TABLES."""
     batches = pooled(set(labels_by_batch) & set(key_by_batch), settings.pool_batches)
     items = {batch_id: judged(key_by_batch[batch_id], labels_by_batch[batch_id]) for batch_id in batches}
     fits = fit_all(items, threshold=settings.threshold, folds=settings.folds,

@@ -4,7 +4,7 @@ The batch of each label comes from its item id; the store's
 `ragdrift_batches` says where that batch was written, and its key.jsonl
 which items and chunks it holds. Every file is checked before anything is
 written, so a command that names a bad file imports nothing; each good file
-is then added in a transaction of its own (agent/io/qrels.py).
+is then added in a transaction of its own (agent/io/store/qrels.py).
 
 The score calibrations are refitted after an import whenever they are owed:
 when labels were imported after the newest fit (or there is no fit). A fit
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from agent.core.judgments.judged import Judged
 from agent.core.judgments.importing import Parsed, checked, keys_of
 from agent.core.judgments.qrels import Revision
-from agent.io import export
-from agent.io.calibrations import Calibrations
-from agent.io.export import ExportError
-from agent.io.qrels import Qrels
-from agent.io.queue import Queue
-from agent.io.store import StoreError
+from agent.io.files import batch_files
+from agent.io.store.calibrations import Calibrations
+from agent.io.files.batch_files import ExportError
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import Queue
+from agent.io.store.database import StoreError
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def keys(queue: Queue, group_id: str, batch_ids: set[str]) -> dict[str, dict[str
     for batch_id in sorted(batch_ids):
         row = queue.batch(group_id, batch_id)
         if row is not None:
-            out[batch_id] = keys_of(export.read_key(row["directory"]))
+            out[batch_id] = keys_of(batch_files.read_key(row["directory"]))
     return out
 
 
@@ -68,7 +68,7 @@ def judged_batches(queue: Queue, qrels: Qrels, group_id: str, batch: str | None,
         rows = [] if row is None else [row]
     else:
         rows = queue.recent_batches(group_id, weeks)
-    return [Judged(*export.read_batch(row["directory"]), qrels.latest(row["batch_id"])) for row in rows]
+    return [Judged(*batch_files.read_batch(row["directory"]), qrels.latest(row["batch_id"])) for row in rows]
 
 
 def calibrate(store, queue: Queue, qrels: Qrels, group_id: str, settings) -> list:

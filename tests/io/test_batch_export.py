@@ -16,8 +16,9 @@ import pytest
 
 from agent.core.batch import BatchConfig, build
 from agent.core.sampling import UNIFORM, ResultRef
-from agent.io import export, label_studio
-from agent.io.resolver import ResolverError, Texts, resolve
+from agent.io.files import batch_files
+from agent.io.label_studio import client as label_studio
+from agent.io.http.resolver import ResolverError, Texts, resolve
 from tests.core.test_sampler import cand
 
 WEEK = "2026-W48"
@@ -34,7 +35,7 @@ def texts() -> Texts:
 
 def test_a_batch_writes_its_files_and_keeps_the_key_private(tmp_path):
     b = batch()
-    directory = export.write(tmp_path, b, export.blinded_items(b, texts()))
+    directory = batch_files.write(tmp_path, b, batch_files.blinded_items(b, texts()))
     assert sorted(os.listdir(directory)) == ["items.csv", "items.jsonl", "key.jsonl", "manifest.json", "regression.jsonl"]
     # The key, and the regression list with its chunks in rank order, are the team's only.
     assert {name: stat.S_IMODE(os.stat(directory / name).st_mode) for name in os.listdir(directory)} == {
@@ -55,8 +56,8 @@ def test_what_judges_can_read_holds_no_rank_score_weight_or_stratum(tmp_path):
                          "results": tuple(ResultRef(f"chunk-{j}", "p", "s", j, 0.9 - j / 10) for j in range(1, 4))})
               for c in ranked]
     b = build(WEEK, ranked, BatchConfig({}, default_budget=4, salt="s"))
-    items = export.blinded_items(b, texts())
-    directory = export.write(tmp_path, b, items, {
+    items = batch_files.blinded_items(b, texts())
+    directory = batch_files.write(tmp_path, b, items, {
         "label-studio/tasks.json": json.dumps(label_studio.tasks(items)),
         "label-studio/config.xml": label_studio.labeling_config(label_studio.TAGS)})
     readable = {str(p.relative_to(directory)): p.read_text() for p in directory.rglob("*")
@@ -74,9 +75,9 @@ def test_what_judges_can_read_holds_no_rank_score_weight_or_stratum(tmp_path):
 
 def test_a_batch_is_never_overwritten(tmp_path):
     b = batch()
-    export.write(tmp_path, b, b.items)
-    with pytest.raises(export.ExportError, match="never overwritten"):
-        export.write(tmp_path, b, b.items)
+    batch_files.write(tmp_path, b, b.items)
+    with pytest.raises(batch_files.ExportError, match="never overwritten"):
+        batch_files.write(tmp_path, b, b.items)
 
 
 def test_a_batch_that_is_not_recorded_leaves_nothing(tmp_path):
@@ -93,12 +94,12 @@ def test_a_batch_that_is_not_recorded_leaves_nothing(tmp_path):
         raise Refused  # the commit failed after the rename
 
     with pytest.raises(Refused):
-        export.write(tmp_path, b, b.items, recording=recording())
+        batch_files.write(tmp_path, b, b.items, recording=recording())
     assert os.listdir(tmp_path) == []
     leftover = tmp_path / f".{b.batch_id}.0badc0de.building"  # of a build that was killed half way
     leftover.mkdir()
     (leftover / "items.jsonl").write_text("half")
-    directory = export.write(tmp_path, b, b.items)
+    directory = batch_files.write(tmp_path, b, b.items)
     assert os.listdir(tmp_path) == [b.batch_id] and (directory / "key.jsonl").exists()
 
 
@@ -109,23 +110,23 @@ def test_nothing_is_written_through_a_symlink(tmp_path):
     root = tmp_path / "export"
     root.mkdir()
     (root / b.batch_id).symlink_to(outside, target_is_directory=True)
-    with pytest.raises(export.ExportError):
-        export.write(root, b, b.items)
+    with pytest.raises(batch_files.ExportError):
+        batch_files.write(root, b, b.items)
     assert os.listdir(outside) == []
 
 
 @pytest.mark.parametrize("name", ["../escape.json", "/etc/passwd", "a/b/c.txt", ".hidden", "..", "x/../../y"])
 def test_names_outside_the_batch_directory_are_refused(tmp_path, name):
     b = batch()
-    with pytest.raises(export.ExportError):
-        export.write(tmp_path, b, b.items, extra={name: "x"})
+    with pytest.raises(batch_files.ExportError):
+        batch_files.write(tmp_path, b, b.items, extra={name: "x"})
     assert not (tmp_path.parent / "escape.json").exists()
 
 
 def test_csv_cells_never_start_a_formula(tmp_path):
     b = batch()
     formula = Texts({}, {"c1": "=HYPERLINK(\"http://x\")"})
-    directory = export.write(tmp_path, b, export.blinded_items(b, formula))
+    directory = batch_files.write(tmp_path, b, batch_files.blinded_items(b, formula))
     cells = [row["chunk_text"] for row in csv.DictReader((directory / "items.csv").open())]
     assert cells and all(not cell.startswith("=") for cell in cells)
 

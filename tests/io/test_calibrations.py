@@ -8,10 +8,10 @@ import pytest
 
 from agent.core.calibrated import OK, TOO_FEW_LABELS, Gate
 from agent.core.judgments.labels import Label
-from agent.io.calibration_watch import CalibrationWatch
-from agent.io.calibrations import TABLES, Calibrations
-from agent.io.judgment_settings import CalibrationSettings
-from agent.io.store import Store
+from agent.io.background.calibration import CalibrationWatch
+from agent.io.store.calibrations import TABLES, Calibrations
+from agent.io.settings.judgment import CalibrationSettings
+from agent.io.store.database import Store
 from agent.jobs.calibrate import fit_and_store, pooled
 
 

@@ -14,9 +14,9 @@ from agent.core.batch import BatchConfig, build
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
 from agent.core.sampling import Candidate, ResultRef, RiskConfig, assess, candidates_of
-from agent.io import export
-from agent.io.queue import TABLES, Queue
-from agent.io.store import Store
+from agent.io.files import batch_files
+from agent.io.store.queue import TABLES, Queue
+from agent.io.store.database import Store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "candidates"
 WEEK = "2026-W02"
@@ -65,7 +65,7 @@ def test_rows_stored_by_the_previous_release_load_and_give_the_same_batch(url, t
     assert len(candidates) == len(rows) and all(r.age_days is None and r.cited is None
                                                 for c in candidates for r in c.results)
     batch = build(WEEK, candidates, BatchConfig(budgets={}, default_budget=3, salt="fixture"))
-    written = export.write(tmp_path, batch, batch.items)
+    written = batch_files.write(tmp_path, batch, batch.items)
     expected = DATA / "main-batch"
     assert sorted(p.name for p in written.iterdir()) == sorted(p.name for p in expected.iterdir())
     for path in expected.iterdir():

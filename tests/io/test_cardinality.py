@@ -16,7 +16,7 @@ from agent.core.labels import OTHER
 from agent.core.snapshot import Exposition, Health
 from agent.core.state import PartitionState
 from agent.core.tally import total
-from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
+from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
 
 LIMIT, TOP_N = 20, 5
 

@@ -16,8 +16,8 @@ from agent.core.drift.days import DriftConfig, DriftDays, counts_of, window
 from agent.core.drift.features import CONTENT_AGE, GRIDS, MIXED_GRID, TOP1_SCORE
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
-from agent.io.drift_store import TABLES, DriftStore
-from agent.io.store import Checkpoint, Store, StoreError
+from agent.io.store.drift import TABLES, DriftStore
+from agent.io.store.database import Checkpoint, Store, StoreError
 
 GROUP = "ragdrift"
 START = datetime(2026, 3, 1, 22, tzinfo=timezone.utc)

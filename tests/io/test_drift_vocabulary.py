@@ -11,9 +11,9 @@ from agent.core.config import CoreConfig
 from agent.core.drift import freeze
 from agent.core.drift.days import DriftConfig
 from agent.core.state import PartitionState
-from agent.io.drift_store import TABLES, DriftStore
-from agent.io.settings import KafkaSettings
-from agent.io.store import Store
+from agent.io.store.drift import TABLES, DriftStore
+from agent.io.settings.agent import KafkaSettings
+from agent.io.store.database import Store
 from agent.ownership import Ownership
 from agent.synth import Incident, generate
 from tests.generated_days import DAY0, generated_days

@@ -1,5 +1,5 @@
 """Drift in the running agent: the DriftCollector's samples from a frozen baseline and stored days
-in a SQLite store (agent/io/drift_watch.py)."""
+in a SQLite store (agent/io/background/drift.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from agent.core.drift.days import DriftConfig, recent_windows, window
 from agent.core.drift.features import TOP1_SCORE
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
-from agent.io.drift_store import TABLES, DriftStore
-from agent.io.drift_watch import DriftCollector, DriftStatus, DriftWatch, windows_of
-from agent.io.store import Checkpoint, Store, StoreError
+from agent.io.store.drift import TABLES, DriftStore
+from agent.io.background.drift import DriftCollector, DriftStatus, DriftWatch, windows_of
+from agent.io.store.database import Checkpoint, Store, StoreError
 from agent.synth import Incident, generate
 
 GROUP = "ragdrift"

@@ -23,8 +23,8 @@ from agent.core.families import FAMILIES
 from agent.core.state import PartitionState
 from agent.core.tally import Counter, Histogram, total
 from agent.core.snapshot import Exposition, Health
-from agent.io.endpoint import MetricsServer
-from agent.io.exporter import HealthCollector, Latest, RetrievalCollector
+from agent.io.prometheus.endpoint import MetricsServer
+from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
 
 APPS = ("docs-search", "hr-assistant", "support-bot")
 REASONS = ("invalid_json", "invalid_field", "unsupported_schema", "too_large", "pii_suspected")

@@ -9,7 +9,7 @@ import traceback
 
 import pytest
 
-from agent.io.fetch import AnswerTooLarge, FetchError, fetch
+from agent.io.http.fetch import AnswerTooLarge, FetchError, fetch
 from tests.hostile_http import HostileServer
 
 TOKEN = "Token s3cr3t-t0ken-value-0123456789"
@@ -46,7 +46,7 @@ def test_a_redirect_to_another_origin_is_an_error_naming_it_and_sends_nothing_th
 
 
 def test_a_redirect_from_https_to_http_is_another_origin_too():
-    from agent.io.fetch import origin
+    from agent.io.http.fetch import origin
 
     assert origin("https://ls.example:443/x") == origin("https://LS.example/y")
     assert origin("https://ls.example/x") != origin("http://ls.example/x")

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from agent.io.periodic import Periodic
-from agent.io.store import StoreError
+from agent.io.background.periodic import Periodic
+from agent.io.store.database import StoreError
 
 
 class Reader(Periodic):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from agent.io.resolver import ResolverError, resolve
+from agent.io.http.resolver import ResolverError, resolve
 from tests.hostile_http import HostileServer
 
 PASSWORD, TOKEN = "resolver-pass-value", "resolver-token-value"

@@ -15,8 +15,8 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from agent.core.calibrated import Gate
 from agent.core.config import DEFAULT_BUCKETS, CoreConfig
-from agent.io.judgment_settings import gate
-from agent.io.settings import ConfigError, KafkaSettings, Settings, load
+from agent.io.settings.judgment import gate
+from agent.io.settings.agent import ConfigError, KafkaSettings, Settings, load
 
 
 def write(tmp_path: Path, text: str, name: str = "ragdrift.yaml") -> Path:
@@ -569,7 +569,7 @@ def test_operations_example_lists_every_key_and_loads(tmp_path):
 
 def test_drift_grids_per_app_are_read_and_checked(tmp_path):
     from agent.core.drift import DEFAULT_GRIDS, Grid
-    from agent.io.drift_settings import drift_config
+    from agent.io.settings.drift import drift_config
 
     s = load(write(tmp_path, """
         drift:
@@ -613,7 +613,7 @@ def test_pass_through_settings_are_checked_with_the_configuration(tmp_path, text
 
 
 def test_consumer_and_producer_settings_reach_their_client_only(tmp_path, monkeypatch):
-    from agent.io import broker
+    from agent.io.kafka import broker
 
     path = tmp_path / "c.yaml"
     path.write_text("kafka:\n  client: {request_timeout_ms: 40000}\n"

@@ -15,7 +15,7 @@ from agent import synth
 from agent.core.config import CoreConfig
 from agent.core.state import PartitionState
 from agent.demo.process import free_port
-from agent.io.store import Checkpoint, Opening, Store, StoreError
+from agent.io.store.database import Checkpoint, Opening, Store, StoreError
 
 GROUP = "ragdrift"
 

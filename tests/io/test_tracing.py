@@ -18,8 +18,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from agent import synth
 from agent.demo.process import wait_until
-from agent.io.settings import KafkaSettings, MetricsSettings, Settings, StoreSettings
-from agent.io.store import Store
+from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
+from agent.io.store.database import Store
 from agent.io.tracing import provider, remote_context
 from agent.runner import MAX_LINKS
 from agent.service import build

@@ -1,6 +1,6 @@
 """Label Studio's JSON export of a batch's project, read into labels.
 
-Per chunk i of a task, the labeling config (agent/io/label_studio.py) has
+Per chunk i of a task, the labeling config (agent/io/label_studio/client.py) has
 the controls grade_i, tags_i and group_i. A cancelled (skipped) annotation
 is skipped; the judge is the Label Studio user who completed it. A judge
 with several annotations of one task (a stray click on "+" makes a second)

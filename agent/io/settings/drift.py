@@ -1,6 +1,6 @@
 """The `drift` section of the agent's configuration (docs/drift.md).
 
-Split from agent/io/settings.py, which loads and validates it like every
+Split from agent/io/settings/agent.py, which loads and validates it like every
 other section (docs/operations.md lists each key).
 """
 

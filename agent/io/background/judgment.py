@@ -24,13 +24,13 @@ from agent.core.judgments.gauges import GAUGED, JudgedFigures, gauges
 from agent.core.judgments.report import Options, report
 from agent.core.labels import OTHER
 from agent.core.sampling import iso_week
-from agent.io import export
-from agent.io.export import ExportError
-from agent.io.periodic import Periodic
-from agent.io.qrels import Qrels
-from agent.io.queue import Queue
-from agent.io.settings import Settings
-from agent.io.store import StoreError
+from agent.io.files import batch_files
+from agent.io.files.batch_files import ExportError
+from agent.io.background.periodic import Periodic
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import Queue
+from agent.io.settings.agent import Settings
+from agent.io.store.database import StoreError
 
 log = logging.getLogger("ragdrift.batch")
 REFRESH_SECONDS = 60.0
@@ -103,7 +103,7 @@ class Judging(Periodic):
             stamp = (newest["batch_id"], versions[newest["batch_id"]])
             if self.judged is not None and self.judged[0] == stamp:
                 return previous
-            manifest, key = export.read_batch(newest["directory"])
+            manifest, key = batch_files.read_batch(newest["directory"])
             found = gauges(report(manifest, key, self.qrels.latest(newest["batch_id"]), GAUGE_OPTIONS))
         except (StoreError, ExportError, ValueError) as exc:
             log.warning("cannot compute the judged batch's figures", extra={"error": str(exc)})

@@ -18,7 +18,7 @@ Authentication: a legacy token (40 hex characters) is sent as
 token, ``eyJ...``) is exchanged at ``/api/token/refresh/`` for a short-lived
 access token, sent as ``Authorization: Bearer <access>`` and renewed once on
 a 401. Tokens never appear in an error message, and never go to another
-origin: every call is one bounded request of agent/io/fetch.py (a total
+origin: every call is one bounded request of agent/io/http/fetch.py (a total
 deadline, an answer size bound, redirects only within the configured origin).
 """
 
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.judgments.labels import TAGS  # noqa: F401 - the tags of the labeling config, re-exported
-from agent.io.fetch import AnswerTooLarge, FetchError, fetch
-from agent.io.judging_guide import EVIDENCE_GROUPS, GRADES, instructions
+from agent.io.http.fetch import AnswerTooLarge, FetchError, fetch
+from agent.io.label_studio.guide import EVIDENCE_GROUPS, GRADES, instructions
 from agent.io.secrets import SecretError, one_line, redact_url, scrub
 
 MAX_ANSWER_BYTES = 100_000_000  # the default bound of one answer, an export above all

@@ -12,7 +12,7 @@ import logging
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from agent.io.store import StoreError
+from agent.io.store.database import StoreError
 
 
 class Periodic:

@@ -1,6 +1,6 @@
 """The judgment queue and the security review queue, as rows in the store.
 
-Both join the partition checkpoint (agent/io/store.py): their rows commit in
+Both join the partition checkpoint (agent/io/store/database.py): their rows commit in
 the transaction that moves the offsets, so they are exactly once across
 crashes and rebalances. Rows hold only what the event already held in
 privacy-safe form (hashed ids, labels, numbers); never text.
@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from agent.core.sampling import Candidate, RowKey
 from agent.core.security import Incident
-from agent.io.store import StoreError
+from agent.io.store.database import StoreError
 
 _CANDIDATES = "ragdrift_candidates"
 _SECURITY = "ragdrift_security_queue"

@@ -37,9 +37,9 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from agent.core.drift import Baseline, DayData, Finding, GridMismatch, evaluate, grid_mismatches
 from agent.core.drift.days import window as summed
-from agent.io.drift_store import DriftStore
-from agent.io.periodic import Periodic
-from agent.io.store import StoreError
+from agent.io.store.drift import DriftStore
+from agent.io.background.periodic import Periodic
+from agent.io.store.database import StoreError
 
 log = logging.getLogger("ragdrift.drift")
 REFRESH_SECONDS = 60.0

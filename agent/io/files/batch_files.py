@@ -32,7 +32,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from agent.core.batch import Batch
-from agent.io.resolver import Texts
+from agent.io.http.resolver import Texts
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 

@@ -25,10 +25,10 @@ from typing import Any
 import yaml
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
-from agent.io import setting_checks as checks
-from agent.io.drift_settings import DriftSettings, check_drift
-from agent.io.judgment_settings import JudgmentSettings, check_judgment
-from agent.io.kafka_options import check_options
+from agent.io.settings import checks
+from agent.io.settings.drift import DriftSettings, check_drift
+from agent.io.settings.judgment import JudgmentSettings, check_judgment
+from agent.io.kafka.options import check_options
 from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_name
 
 ENV_PREFIX = "RAGDRIFT_"
@@ -57,7 +57,7 @@ class KafkaSettings:
     # Passed through to kafka-python's consumer and producer as they are:
     # security_protocol, sasl_mechanism, sasl_plain_username, ssl_cafile, ...
     client: dict[str, Any] = field(default_factory=dict)
-    # Passed to one client only, after `client` (agent/io/kafka_options.py).
+    # Passed to one client only, after `client` (agent/io/kafka/options.py).
     consumer: dict[str, Any] = field(default_factory=dict)  # fetch_max_bytes, isolation_level, ...
     producer: dict[str, Any] = field(default_factory=dict)  # compression_type, ...
 

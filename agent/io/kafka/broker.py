@@ -11,7 +11,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from agent.core.reasons import RejectedEvent
 from agent.core.privacy import forwardable_key
-from agent.io.settings import KafkaSettings
+from agent.io.settings.agent import KafkaSettings
 
 REASON_HEADER = "ragdrift-reason"
 

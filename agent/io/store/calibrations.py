@@ -17,7 +17,7 @@ from sqlalchemy import Column, Float, LargeBinary, MetaData, String, Table, and_
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent.core.judgments.calibration import Calibration
-from agent.io.store import StoreError
+from agent.io.store.database import StoreError
 
 _CALIBRATIONS = "ragdrift_calibrations"
 NO_VERSION = ""  # events without pipeline.version (a real version is 1-128 characters)

@@ -1,7 +1,7 @@
 """Versioned qrels in the store: every label ever imported, none overwritten.
 
 One row per (batch, item, chunk, judge, version) in `ragdrift_qrels`, the
-table joined to the store as the queue's are (agent/io/queue.py). An import
+table joined to the store as the queue's are (agent/io/store/queue.py). An import
 adds the versions agent/core/judgments/qrels.py decides on, in one
 transaction; rows are never updated or deleted. Two imports racing on the
 same pair cannot both write its next version: the primary key refuses the
@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from agent.core.judgments.labels import Label
 from agent.core.judgments.qrels import Revision, revise
-from agent.io.store import StoreError
+from agent.io.store.database import StoreError
 
 _QRELS = "ragdrift_qrels"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 
 from agent.core.calibrated import Active, Gate
-from agent.io.calibrations import Calibrations
-from agent.io.periodic import Periodic
+from agent.io.store.calibrations import Calibrations
+from agent.io.background.periodic import Periodic
 
 log = logging.getLogger("ragdrift.calibration")
 

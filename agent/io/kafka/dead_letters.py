@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from kafka.errors import KafkaError
 
 from agent.core.reasons import RejectedEvent
-from agent.io import broker
+from agent.io.kafka import broker
 
 log = logging.getLogger("ragdrift.agent")
 

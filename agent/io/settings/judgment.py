@@ -1,6 +1,6 @@
 """The `judgment` section of the agent's configuration, and what the core makes of it.
 
-Split from agent/io/settings.py, which loads and validates it like every
+Split from agent/io/settings/agent.py, which loads and validates it like every
 other section (docs/operations.md lists each key; docs/judgments.md says
 what they do).
 """
@@ -17,7 +17,7 @@ from agent.core.judging import JudgingConfig
 from agent.core.judgments.calibration import FOLDS, THRESHOLD
 from agent.core.judgments.labels import GRADES
 from agent.core.sampling import HOLDOUT_SHARE, SIGNALS, Budgets, RiskConfig
-from agent.io import setting_checks as checks
+from agent.io.settings import checks
 
 THRESHOLDS = ("top1_low", "gap_small", "rerank_shift", "new_terms_min", "rare_share")  # RiskConfig's
 COUNTS = ("rerank_shift", "new_terms_min")  # the thresholds that count ranks or terms
@@ -25,7 +25,7 @@ COUNTS = ("rerank_shift", "new_terms_min")  # the thresholds that count ranks or
 
 @dataclass(frozen=True)
 class ResolverSettings:
-    """Where a batch finds text for judges (agent/io/resolver.py): none, file, command or http."""
+    """Where a batch finds text for judges (agent/io/http/resolver.py): none, file, command or http."""
 
     kind: str = "none"
     path: str | None = None
@@ -66,7 +66,7 @@ class JudgmentSettings:
     thresholds: dict[str, float] = field(default_factory=dict)  # over the defaults
     holdout_share: float = HOLDOUT_SHARE
     double_judged_share: float = 0.10
-    salt: str = field(default="", repr=False)  # a secret: never in a repr (agent/io/settings.py masks it)
+    salt: str = field(default="", repr=False)  # a secret: never in a repr (agent/io/settings/agent.py masks it)
     schedule: str = "0 6 * * mon"  # cron (minute hour day month day-of-week), UTC
     export_dir: str = "ragdrift-batches"
     resolver: ResolverSettings = field(default_factory=ResolverSettings)

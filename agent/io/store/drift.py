@@ -38,7 +38,7 @@ from agent.core.drift import Baseline
 from agent.core.drift.days import Deltas, counts_of, merge
 from agent.core.drift.features import GRIDS, merge_grids
 from agent.core.drift.queries import QUERIES, merge_sample
-from agent.io.store import StoreError
+from agent.io.store.database import StoreError
 
 _DAYS = "ragdrift_drift_days"
 _BASELINES = "ragdrift_baselines"

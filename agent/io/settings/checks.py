@@ -1,6 +1,6 @@
 """What the configuration checks ask of a value: a path, a URL, a name, a finite number.
 
-Shared by the sections' checks (agent/io/settings.py and the modules it
+Shared by the sections' checks (agent/io/settings/agent.py and the modules it
 splits out), so `ragdrift check-config` refuses exactly what the agent and the
 commands would refuse when they use the value.
 """

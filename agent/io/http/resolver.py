@@ -2,7 +2,7 @@
 
 Events carry hashed query ids and chunk ids, never text. A batch asks a
 resolver for the text of its queries and chunks; what comes back goes only
-into the batch's export directory (agent/io/export.py), never into Kafka,
+into the batch's export directory (agent/io/files/batch_files.py), never into Kafka,
 the store, metrics or logs. Three kinds, chosen by `judgment.resolver.kind`:
 
 - `file`: JSON Lines of `{"kind": "query" | "chunk", "id": ..., "text": ...}`;
@@ -13,7 +13,7 @@ the store, metrics or logs. Three kinds, chosen by `judgment.resolver.kind`:
 An id the resolver does not know stays without text, and the item keeps its id.
 `timeout` bounds the whole call: a command's process group is killed when it
 passes (its children too), and an http request is one bounded request of
-agent/io/fetch.py (redirects only within the URL's origin, a user and
+agent/io/http/fetch.py (redirects only within the URL's origin, a user and
 password in the URL sent as Basic credentials). Errors show the URL with its
 credentials masked.
 """
@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.io.fetch import FetchError, fetch
+from agent.io.http.fetch import FetchError, fetch
 from agent.io.secrets import redact_url
 
 
