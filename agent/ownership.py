@@ -26,7 +26,7 @@ from agent.core.drift.days import DriftConfig
 from agent.core.judging import JudgingConfig
 from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.drift import Baseline
-from agent.core.state import Baseline as Shared
+from agent.core.state import SharedVocabulary
 from agent.core.state import PartitionState, StateError
 from agent.io.kafka import broker
 from agent.io.kafka.dead_letters import DeadLetters
@@ -61,9 +61,9 @@ class Ownership:
         self.store_ok = True
         self.failures = 0  # failed checkpoints in a row
         self.active: Baseline | None = None  # the baseline drift is judged against: its vocabulary and clusters
-        self.shared: dict[str, Shared] = {}  # baseline version -> its vocabulary, one object for every partition
+        self.shared: dict[str, SharedVocabulary] = {}  # baseline version -> its vocabulary, one object for every partition
 
-    def resolve_starts(self, batch: dict) -> bool:
+    def resolve_starts(self, polled: dict) -> bool:
         """Pin where partitions without a checkpoint start, before processing.
 
         Without this, a crash before their first checkpoint would resolve
@@ -71,7 +71,7 @@ class Ownership:
         """
         fresh = [tp for tp, owned in self.owned.items() if owned.next_offset == NO_OFFSET]
         for tp in fresh:
-            records = batch.get(tp)
+            records = polled.get(tp)
             start = records[0].offset if records else self.consumer.position(tp, timeout_ms=IO_TIMEOUT_MS)
             if start is not None:  # not yet resolvable: try again after the next poll
                 self.owned[tp].next_offset = start
@@ -200,7 +200,7 @@ class Ownership:
     def use_baseline(self, baseline: Baseline | None) -> None:
         """Judge every partition's new terms and query clusters against `baseline` from now on."""
         if baseline is not None and baseline.queries is not None and baseline.version not in self.shared:
-            self.shared[baseline.version] = Shared(baseline.version, baseline.queries.vocabulary)
+            self.shared[baseline.version] = SharedVocabulary(baseline.version, baseline.queries.vocabulary)
         self.active = baseline
         for owned in self.owned.values():
             self._share(owned.state)
@@ -212,7 +212,7 @@ class Ownership:
             state.drift.queries = queries
         return state
 
-    def _vocabularies(self, data: dict) -> dict[str, Shared]:
+    def _vocabularies(self, data: dict) -> dict[str, SharedVocabulary]:
         """The shared vocabularies a checkpoint may name: the ones in use, and the one it names from the store."""
         version = data.get("baseline") if isinstance(data, dict) else None
         if isinstance(version, str) and version not in self.shared and self.drift_store is not None:
@@ -221,7 +221,7 @@ class Ownership:
             except (StoreError, ValueError):
                 found = None  # from_dict then says which baseline is missing
             if found is not None and found.queries is not None:
-                self.shared[version] = Shared(version, found.queries.vocabulary)
+                self.shared[version] = SharedVocabulary(version, found.queries.vocabulary)
         return self.shared
 
     def _reset(self, tp: TopicPartition) -> None:

@@ -91,13 +91,13 @@ class Agent:
         try:
             while not self.stop_event.is_set():
                 self._hold_while_failing()
-                batch = self.consumer.poll(timeout_ms=kafka.poll_timeout_ms)
+                polled = self.consumer.poll(timeout_ms=kafka.poll_timeout_ms)
                 for tp in self.parts.verify_logs():
-                    batch.pop(tp, None)  # read from a log that is gone
-                if self.parts.resolve_starts(batch):
+                    polled.pop(tp, None)  # read from a log that is gone
+                if self.parts.resolve_starts(polled):
                     next_checkpoint = 0.0  # record where new partitions start at once
-                if batch:
-                    if self._process_batch(batch):
+                if polled:
+                    if self._process_poll(polled):
                         next_checkpoint = 0.0  # many security incidents wait in memory
                     self._contact()
                 self.last_progress = now = time.monotonic()
@@ -169,13 +169,13 @@ class Agent:
 
     # -- processing -----------------------------------------------------
 
-    def _process_batch(self, batch: dict) -> bool:
+    def _process_poll(self, polled: dict) -> bool:
         """Process a poll's records; True when a partition wants a checkpoint now."""
         links: list[Link] = []
         count = 0
         flush = False
         with self.tracer.start_as_current_span("ragdrift.poll_batch") as span:
-            for tp, records in batch.items():
+            for tp, records in polled.items():
                 owned = self.owned.get(tp)
                 if owned is None or owned.next_offset == NO_OFFSET:
                     continue  # not loaded (the store failed: we are stopping) or start unknown

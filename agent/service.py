@@ -24,7 +24,7 @@ from agent.io.store.qrels import TABLES as QRELS_TABLES
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES, Queue
 from agent.io.settings.judgment import gate
-from agent.io.background.judgment import JudgmentCollector, Judging
+from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
 from agent.io.settings.agent import Settings
 from agent.io.store.database import Store, StoreError
 from agent.io.tracing import provider
@@ -41,7 +41,7 @@ class Running:
     server: MetricsServer
     store: Store
     tracer_provider: object
-    judging: Judging | None = None  # the weekly batch and the queues' figures
+    judging: JudgmentJobs | None = None  # the weekly batch and the queues' figures
     drift_watch: DriftWatch | None = None  # drift of the stored days against the newest baseline
     calibration_watch: CalibrationWatch | None = None  # the stored score calibrations
 
@@ -76,7 +76,7 @@ def build(settings: Settings, tracer_provider=None) -> Running:
     ProcessCollector(registry=registry)  # process_start_time_seconds marks restarts for the rules
     judging = None
     if queue is not None:
-        judging = Judging(settings, queue, Qrels(store), settings.metrics.top_n)
+        judging = JudgmentJobs(settings, queue, Qrels(store), settings.metrics.top_n)
         registry.register(JudgmentCollector(judging))
     watch = None
     if drift_store is not None:

@@ -24,7 +24,7 @@ from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.drift.days import DriftConfig
 from agent.core.judging import JudgingConfig
-from agent.core.judgments.calibration import Calibration
+from agent.core.judgments.calibration import ScoreFit
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.synth import generate
@@ -107,7 +107,7 @@ def calibrations_for(lines: list[bytes]) -> Active:
         pairs.add((event.app, event.pipeline.version if event.pipeline is not None else None))
     x = tuple(i / 10 for i in range(200))  # BM25-like scores
     y = tuple(i / 199 for i in range(200))
-    return Active([Calibration(app, version, x, y, 10_000, 5_000, 0.0, 0.1) for app, version in pairs])
+    return Active([ScoreFit(app, version, x, y, 10_000, 5_000, 0.0, 0.1) for app, version in pairs])
 
 
 def with_calibrations(active: Active) -> Step:

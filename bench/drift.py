@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
 from agent.core.drift.days import DriftConfig, counts_of, recent_windows, window
-from agent.core.state import Baseline as Shared
+from agent.core.state import SharedVocabulary
 from agent.core.state import PartitionState
 from agent.io.background.drift import RECENT_SECONDS, REFRESH_SECONDS
 from agent.synth import generate
@@ -52,7 +52,7 @@ def main() -> None:
             state.process(line)
         days.update(counts_of(state.drift.take()))
     baseline = freeze(days, "bench")
-    shared = Shared(baseline.version, baseline.queries.vocabulary)
+    shared = SharedVocabulary(baseline.version, baseline.queries.vocabulary)
 
     start = DAY0 + timedelta(days=8)
     states, elapsed, events = [], 0.0, 0

@@ -26,7 +26,7 @@ from agent.io.settings.drift import drift_config
 from agent.io.store.drift import TABLES, DriftStore
 from agent.io.settings.agent import load
 from agent.io.store.database import Checkpoint, Store
-from agent.synth import Incident, generate
+from agent.synth import ScheduledIncident, generate
 
 DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 PER_DAY = 400  # events, at one a second from midnight: inside the incident's 10 minutes on the last day
@@ -43,7 +43,7 @@ def config(tmp_path_factory):
     boxes = [Outbox(), Outbox()]
     offset = 0
     for d in range(8):
-        incidents = [Incident("score-drift", 0)] if d == 7 else []
+        incidents = [ScheduledIncident("score-drift", 0)] if d == 7 else []
         for line in generate(PER_DAY, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
             states[offset % 2].process(line)
             offset += 1

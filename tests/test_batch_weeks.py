@@ -26,7 +26,7 @@ from agent.core.sampling import UNIFORM
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES, Queue
-from agent.io.background.judgment import Judging
+from agent.io.background.judgment import JudgmentJobs
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
 from agent.jobs import batch
@@ -280,7 +280,7 @@ def test_the_weekly_job_logs_a_failure_in_one_line(tmp_path, caplog):
     settings = load(config)
     store = Store(settings.store.url, None, (*TABLES, *QRELS))
     try:
-        judging = Judging(settings, Queue(store), Qrels(store), top_n=5)
+        judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=5)
         caplog.set_level(logging.INFO, "ragdrift.batch")
         judging.weekly()
         (failed,) = [r for r in caplog.records if r.getMessage() == "weekly judgment batch failed"]

@@ -23,7 +23,7 @@ from agent.io.store.queue import TABLES as QUEUE
 from agent.io.store.queue import Queue
 from agent.io.store.database import Store
 from tests.test_cli import clean_environment, one_line_error, run  # noqa: F401 - clean_environment is autouse
-from tests.test_judgment_cli import incident
+from tests.test_queues_cli import incident
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL_TABLES = (*QUEUE, *QRELS, *CALIBRATIONS, *DRIFT)  # what `ragdrift run` creates

@@ -57,7 +57,7 @@ from agent.core.sampling import iso_week, week_bounds
 from agent.core.snapshot import EXEMPLAR_FAMILIES
 from agent.demo.process import wait_until
 from agent.core.drift import freeze
-from agent.core.judgments.calibration import Calibration
+from agent.core.judgments.calibration import ScoreFit
 from agent.io.store.calibrations import TABLES as CALIBRATION_TABLES
 from agent.io.store.calibrations import Calibrations
 from agent.io.store.drift import TABLES as DRIFT_TABLES
@@ -513,8 +513,8 @@ def live(broker, prometheus_bin, tmp_path_factory):
         calibrations = Calibrations(Store(url, None, CALIBRATION_TABLES))
         try:
             calibrations.add([
-                Calibration("support-bot", "support-3.14.0", (0.0, 1.0), (0.2, 0.9), 5000, 2500, 0.01, 0.2),
-                Calibration("hr-assistant", "hr-rag-2025.12.3", (0.0, 1.0), (0.2, 0.9), 10, 5, 0.01, 0.2),
+                ScoreFit("support-bot", "support-3.14.0", (0.0, 1.0), (0.2, 0.9), 5000, 2500, 0.01, 0.2),
+                ScoreFit("hr-assistant", "hr-rag-2025.12.3", (0.0, 1.0), (0.2, 0.9), 10, 5, 0.01, 0.2),
             ])
         finally:
             calibrations.store.close()

@@ -14,7 +14,7 @@ from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES as QUEUE
 from agent.io.store.queue import Queue
-from agent.io.background.judgment import JudgmentCollector, Judging
+from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
 from tests.test_report_cli import CONFIG, labels_for, week_candidates
@@ -35,7 +35,7 @@ def agent(tmp_path):
         queue.record_batch(settings.kafka.group_id, week, batch.batch_id, float(built_at), len(batch.key),
                            str(directory))
         batches.append(batch)
-    judging = Judging(settings, queue, qrels, top_n=5)
+    judging = JudgmentJobs(settings, queue, qrels, top_n=5)
     registry = CollectorRegistry()
     registry.register(JudgmentCollector(judging))
     yield judging, registry, qrels, batches

@@ -23,7 +23,7 @@ from agent.core import batch as batches
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
 from agent.cli import main
-from agent.core.judging import Judging as PartitionJudging
+from agent.core.judging import JudgmentIntake
 from agent.core.judging import samples
 from agent.core.reasons import RejectedEvent
 from agent.core.sampling import select
@@ -33,7 +33,7 @@ from agent.io.kafka.broker import written_at
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES, Queue
-from agent.io.background.judgment import Judging
+from agent.io.background.judgment import JudgmentJobs
 from agent.io.settings.judgment import judging_config
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
@@ -305,7 +305,7 @@ def test_weekly_batch_runs_once_on_sqlite(tmp_path):
 def test_the_scheduler_builds_last_weeks_batch(pg_url, tmp_path):
     group = unique_name("g")
     settings, store, queue = _weekly_store(pg_url, tmp_path, group)
-    judging = Judging(settings, queue, Qrels(store), 10).start()
+    judging = JudgmentJobs(settings, queue, Qrels(store), 10).start()
     try:
         # The real job, fired now rather than next Monday at 06:00.
         judging.scheduler.modify_job("weekly-batch", next_run_time=datetime.now(UTC))
@@ -354,5 +354,5 @@ def test_restored_sampler_keeps_rows_of_older_weeks():
     rows, _ = _replay(lines, config)
     assert len({c.week for c in rows}) == 5
     # In store order (the primary key's): oldest week first.
-    changes, _ = PartitionJudging(config, sorted(rows, key=lambda c: (c.week, c.stratum, c.event_id))).take()
+    changes, _ = JudgmentIntake(config, sorted(rows, key=lambda c: (c.week, c.stratum, c.event_id))).take()
     assert Counter(week for week, _, _ in changes.evicted) == Counter(), "rows deleted on restore"

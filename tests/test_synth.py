@@ -21,7 +21,7 @@ from agent.synth import (
     INCIDENT_KINDS,
     INCIDENT_MINUTES,
     INVALID_KINDS,
-    Incident,
+    ScheduledIncident,
     generate,
     parse_incident,
 )
@@ -29,7 +29,7 @@ from agent.synth import (
 STALE_STATUSES = {"superseded", "draft", "tombstoned"}
 SEED = 11
 CLEAN_SEED = 12
-# Incident streams: 1 event/s puts 600 events in the 10-minute window, enough for shares and quick to decode.
+# ScheduledIncident streams: 1 event/s puts 600 events in the 10-minute window, enough for shares and quick to decode.
 RATE = 1.0
 AT = 1.0
 SPAN = 12 * 60
@@ -133,7 +133,7 @@ def stream(kind: str | None) -> tuple[list[bytes], list[Event]]:
         lines = list(generate(SPAN, SEED, rate=RATE))
         return lines, events_of(lines)
     clean_lines, clean = stream(None)
-    lines = list(generate(SPAN, SEED, rate=RATE, incidents=[Incident(kind, AT)]))
+    lines = list(generate(SPAN, SEED, rate=RATE, incidents=[ScheduledIncident(kind, AT)]))
     # Only decode what the incident changed: the rest is byte-identical (asserted below).
     return lines, [e if line == c else decode(line).event for line, c, e in zip(lines, clean_lines, clean)]
 
@@ -147,7 +147,7 @@ def split(kind: str) -> tuple[list[Event], list[Event]]:
 
 
 def test_same_arguments_give_the_same_bytes():
-    args = dict(events=200, seed=3, rate=5.0, incidents=[Incident("leak", 0.2)], invalid_rate=0.05)
+    args = dict(events=200, seed=3, rate=5.0, incidents=[ScheduledIncident("leak", 0.2)], invalid_rate=0.05)
     first = list(generate(**args))
     assert first == list(generate(**args))
     assert len(first) == 200
@@ -393,8 +393,8 @@ def _rejects(line: bytes) -> bool:
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("leak@30", Incident("leak", 30.0)), (" score-drift@1.5 ", Incident("score-drift", 1.5)),
-     ("new-terms@0", Incident("new-terms", 0.0))],
+    [("leak@30", ScheduledIncident("leak", 30.0)), (" score-drift@1.5 ", ScheduledIncident("score-drift", 1.5)),
+     ("new-terms@0", ScheduledIncident("new-terms", 0.0))],
 )
 def test_parse_incident(text, expected):
     assert parse_incident(text) == expected
@@ -424,4 +424,4 @@ def test_generate_rejects_bad_arguments(kwargs):
 
 def test_incident_rejects_unknown_kind():
     with pytest.raises(ValueError, match="valid kinds"):
-        Incident("flood", 3.0)
+        ScheduledIncident("flood", 3.0)

@@ -53,7 +53,7 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def run(state, lines: Iterator[bytes], max_bytes: int, rejected: Counter, rows=None, tick=lambda n: None) -> None:
-    """Feed `lines` through `state`, as the agent's consumer loop does per batch: every `ROUND` lines
+    """Feed `lines` through `state`, as the agent's consumer loop does per poll: every `ROUND` lines
     the round's additions are read back (`take_added`), which lets the windows forget buckets they
     retired, and the judgment candidates move to `rows` when it is given."""
     from agent.core.reasons import RejectedEvent

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agent.core.judgments.calibration import Calibration, interpolate
+from agent.core.judgments.calibration import ScoreFit, interpolate
 from agent.core.tally import Counter, Tally, inc
 from agent.core.view import View
 
@@ -47,7 +47,7 @@ class Gate:
     min_labels: int = 1000  # judged chunks it was fitted on (docs/judgments.md: the noise floor of the ECE)
 
 
-def status_of(calibration: Calibration, gate: Gate) -> str:
+def status_of(calibration: ScoreFit, gate: Gate) -> str:
     if calibration.ece is None or calibration.n < gate.min_labels:
         return TOO_FEW_LABELS
     return OK if calibration.ece < gate.max_ece else ERROR_TOO_HIGH
@@ -59,13 +59,13 @@ class Active:
 
     __slots__ = ("by_pair", "apps")
 
-    def __init__(self, calibrations: Iterable[Calibration] = (), gate: Gate = Gate()):
-        newest: dict[tuple[str, str | None], Calibration] = {}
+    def __init__(self, calibrations: Iterable[ScoreFit] = (), gate: Gate = Gate()):
+        newest: dict[tuple[str, str | None], ScoreFit] = {}
         for c in calibrations:
             pair = (c.app, c.pipeline_version)
             if pair not in newest or c.fitted_at > newest[pair].fitted_at:
                 newest[pair] = c
-        self.by_pair: dict[tuple[str, str | None], Calibration | str] = {
+        self.by_pair: dict[tuple[str, str | None], ScoreFit | str] = {
             pair: c if status_of(c, gate) == OK else status_of(c, gate) for pair, c in newest.items()
         }
         self.apps = frozenset(app for app, _ in newest)

@@ -25,7 +25,7 @@ from agent.core.sampling import (
     Budgets,
     Candidate,
     Changes,
-    Reference,
+    RiskReference,
     RiskConfig,
     Sampler,
     Selection,
@@ -46,10 +46,10 @@ class JudgingConfig:
     risk: RiskConfig = field(default_factory=RiskConfig)
     budgets: Budgets = field(default_factory=Budgets)
     salt: str = ""  # the same on every replica, and secret: it fixes which events are sampled
-    reference: Reference | None = None  # from the active baseline
+    reference: RiskReference | None = None  # from the active baseline
 
 
-class Judging:
+class JudgmentIntake:
     __slots__ = ("config", "sampler", "incidents", "_restored", "_weeks", "_current")
 
     def __init__(self, config: JudgingConfig, kept: Iterable[Candidate] = ()):

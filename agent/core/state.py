@@ -29,7 +29,7 @@ from agent.core.labels import LabelSet
 from agent.core.tally import Tally, inc, total
 from agent.core.drift.days import DriftConfig, DriftDays
 from agent.core.facts import Facts, facts_of
-from agent.core.judging import Judging, JudgingConfig
+from agent.core.judging import JudgmentIntake, JudgingConfig
 from agent.core.sampling import Candidate
 from agent.core.view import Keys, Labelled, Table, View
 from agent.core.vocabulary import Vocabulary
@@ -43,7 +43,7 @@ class StateError(ValueError):
 
 
 @dataclass(frozen=True)
-class Baseline:
+class SharedVocabulary:
     """A frozen baseline's vocabulary, shared by every partition (and replica)."""
 
     version: str
@@ -53,14 +53,14 @@ class Baseline:
 class PartitionState:
     __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "labels", "shared", "views", "vocabulary", "windows")
 
-    def __init__(self, config: CoreConfig, baseline: Baseline | None = None, judging: JudgingConfig | None = None,
+    def __init__(self, config: CoreConfig, baseline: SharedVocabulary | None = None, judging: JudgingConfig | None = None,
                  kept: Iterable[Candidate] = (), drift: DriftConfig | None = None):
         """`judging` turns the judgment queue on; `kept` are its stored candidates.
         `drift` turns the daily drift counts on (they start empty: only deltas are held)."""
         self.config = config
         self.baseline = baseline
         self.calibrations: Active | None = None  # set by the agent as stored fits change; never checkpointed
-        self.judging = None if judging is None else Judging(judging, kept)
+        self.judging = None if judging is None else JudgmentIntake(judging, kept)
         self.drift = None if drift is None else DriftDays(drift)
         self.labels = {
             dim: LabelSet(config.max_label_values, config.label_values.get(dim)) for dim in LABEL_DIMENSIONS
@@ -129,7 +129,7 @@ class PartitionState:
 
     @classmethod
     def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = (),
-                  baselines: Mapping[str, Baseline] = MappingProxyType({}), judging: JudgingConfig | None = None,
+                  baselines: Mapping[str, SharedVocabulary] = MappingProxyType({}), judging: JudgingConfig | None = None,
                   kept: Iterable[Candidate] = (), drift: DriftConfig | None = None) -> PartitionState:
         """Restore a checkpointed state, upgrading an older version first."""
         data = migrate(data)

@@ -42,14 +42,14 @@ class Histogram:
         object.__setattr__(self, "count_key", self.name + "_count")
         object.__setattr__(self, "sum_key", self.name + "_sum")
 
-    def keys(self, label: str, buckets: Buckets) -> Bins:
+    def keys(self, label: str, buckets: Buckets) -> HistogramKeys:
         """Every key of one label value, built once."""
-        return Bins(buckets.bounds, tuple((self.bucket_key, label, le) for le in buckets.labels),
+        return HistogramKeys(buckets.bounds, tuple((self.bucket_key, label, le) for le in buckets.labels),
                     (self.count_key, label), (self.sum_key, label))
 
 
 @dataclass(frozen=True, slots=True)
-class Bins:
+class HistogramKeys:
     """One histogram's keys for one label value: counting an observation
     builds no key, and a tally finds each key by identity."""
 

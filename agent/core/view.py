@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agent.core.config import CoreConfig
 from agent.core.facts import Facts
 from agent.core.labels import LabelSet
-from agent.core.tally import Bins, Family, Histogram, Key
+from agent.core.tally import HistogramKeys, Family, Histogram, Key
 
 if TYPE_CHECKING:  # calibrated.py reads a View
     from agent.core.calibrated import Active
@@ -53,7 +53,7 @@ class Labelled(dict):
 
 class Keys(dict):
     """The keys of every family for one app, built on first use: family -> its
-    key (a counter) or its `Bins` (a histogram), and `Table` -> its `Labelled`.
+    key (a counter) or its `HistogramKeys` (a histogram), and `Table` -> its `Labelled`.
     The state holds one per bounded app label, so their number is bounded too;
     the tables of families without an app label are shared by all (`shared`)."""
 
@@ -66,7 +66,7 @@ class Keys(dict):
         self.labels = labels
         self.shared = shared
 
-    def __missing__(self, family: Family | Table) -> Key | Bins | Labelled:
+    def __missing__(self, family: Family | Table) -> Key | HistogramKeys | Labelled:
         app = self.app
         if isinstance(family, Table):
             if family.by_app:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 
-from agent.core.judgments.calibration import Calibration, fit_all
+from agent.core.judgments.calibration import ScoreFit, fit_all
 from agent.core.judgments.judged import judged
 from agent.core.judgments.labels import Label
 from agent.io.store.calibrations import Calibrations
@@ -27,7 +27,7 @@ def pooled(batch_ids: Iterable[str], pool_batches: int) -> list[str]:
 
 
 def fit_and_store(store, labels_by_batch: Mapping[str, Iterable[Label]], key_by_batch: Mapping[str, Iterable[Mapping]],
-                  settings: CalibrationSettings, now: float | None = None) -> list[Calibration]:
+                  settings: CalibrationSettings, now: float | None = None) -> list[ScoreFit]:
     """Fit a calibration per app and pipeline version on the newest judged
     batches (those with both labels and a key), store them, and return them.
     `store` is a Store opened with agent.io.store.calibrations.TABLES."""

@@ -18,7 +18,7 @@ The modules, in the order an event is made:
 # incident window the output is byte-identical to the clean stream, and an invalid
 # line stands where its clean event would have been.
 
-from agent.synth.incidents import INCIDENT_KINDS, INCIDENT_MINUTES, INCIDENT_SHARE, Incident, parse_incident
+from agent.synth.incidents import INCIDENT_KINDS, INCIDENT_MINUTES, INCIDENT_SHARE, ScheduledIncident, parse_incident
 from agent.synth.render import INVALID_KINDS
 from agent.synth.traffic import DEFAULT_START, generate
 
@@ -28,7 +28,7 @@ __all__ = [
     "INCIDENT_MINUTES",
     "INCIDENT_SHARE",
     "INVALID_KINDS",
-    "Incident",
+    "ScheduledIncident",
     "generate",
     "parse_incident",
 ]

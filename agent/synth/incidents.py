@@ -29,7 +29,7 @@ INCIDENT_SHARE = MappingProxyType(
 
 
 @dataclass(frozen=True)
-class Incident:
+class ScheduledIncident:
     """An incident of `kind` that starts `minute` minutes of event time after the stream start."""
 
     kind: str
@@ -45,8 +45,8 @@ class Incident:
         object.__setattr__(self, "minute", float(self.minute))
 
 
-def parse_incident(text: str) -> Incident:
-    """Turn `KIND@MINUTE` (for example `leak@30`) into an Incident, for the command line."""
+def parse_incident(text: str) -> ScheduledIncident:
+    """Turn `KIND@MINUTE` (for example `leak@30`) into an ScheduledIncident, for the command line."""
     kind, sep, minute = text.strip().partition("@")
     if not sep:
         raise ValueError(f"incident {text!r}: expected KIND@MINUTE, for example leak@30")
@@ -59,7 +59,7 @@ def parse_incident(text: str) -> Incident:
         raise ValueError(f"incident {text!r}: minute {minute.strip()!r} is not a number") from None
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"incident {text!r}: minute must be a finite number >= 0")
-    return Incident(kind, value)
+    return ScheduledIncident(kind, value)
 
 
 class _Incidents:

@@ -12,7 +12,7 @@ import orjson
 from agent.synth.corpus import _CORPUS, _Chunk, _Mix, _Pool
 from agent.synth.deployment import _APPS, _PERSONAS, _TENANT_LANGUAGES, _TENANTS, _cumulative, _group, _principal
 from agent.synth.draw import _App, _Draw
-from agent.synth.incidents import INCIDENT_MINUTES, Incident, _Incidents
+from agent.synth.incidents import INCIDENT_MINUTES, ScheduledIncident, _Incidents
 from agent.synth.render import _Render
 
 DEFAULT_START = datetime(2026, 1, 5, tzinfo=timezone.utc)
@@ -27,7 +27,7 @@ def generate(
     seed: int,
     start: datetime | None = None,
     rate: float = 20.0,
-    incidents: Sequence[Incident] = (),
+    incidents: Sequence[ScheduledIncident] = (),
     invalid_rate: float = 0.0,
 ) -> Iterator[bytes]:
     """Yield `events` JSON lines (bytes, no newline) of retrieval traffic; same arguments, same bytes."""
@@ -40,8 +40,8 @@ def generate(
     if not (isinstance(invalid_rate, (int, float)) and 0 <= invalid_rate <= 1):
         raise ValueError(f"invalid_rate must be in [0, 1], not {invalid_rate!r}")
     for incident in incidents:
-        if not isinstance(incident, Incident):
-            raise ValueError(f"incidents must be Incident objects (see parse_incident), not {incident!r}")
+        if not isinstance(incident, ScheduledIncident):
+            raise ValueError(f"incidents must be ScheduledIncident objects (see parse_incident), not {incident!r}")
     if start is None:
         start = DEFAULT_START
     elif start.tzinfo is None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agent.core.batch import BatchConfig, Unsalted, _order_key, _shuffled, build
 from agent.core.config import CoreConfig
-from agent.core.judging import Judging, JudgingConfig
+from agent.core.judging import JudgmentIntake, JudgingConfig
 from agent.core.partitions import Outbox
 from agent.core.reasons import RejectedEvent
 from agent.core.sampling import UNIFORM, Budgets, ResultRef, in_holdout, select
@@ -210,7 +210,7 @@ def replay(data: list[bytes], config: JudgingConfig) -> PartitionState:
     return state
 
 
-def kept(judging: Judging) -> set:
+def kept(judging: JudgmentIntake) -> set:
     s = judging.sampler
     return {(w, st_, c.event_id) for w in s.weeks() for st_ in s.strata(w) for c in s.kept(w, st_)}
 
@@ -260,7 +260,7 @@ def test_restoring_under_a_smaller_budget_deletes_the_surplus_rows():
     big = replay(data, JudgingConfig(budgets=Budgets(k=5, uniform_k=8)))
     box = Outbox()
     box.take(big)
-    small = Judging(JudgingConfig(budgets=Budgets(k=2, uniform_k=3)), box.added.values())
+    small = JudgmentIntake(JudgingConfig(budgets=Budgets(k=2, uniform_k=3)), box.added.values())
     changes, _ = small.take()
     assert set(changes.evicted) == set(box.added) - kept(small)
     assert changes.added == ()

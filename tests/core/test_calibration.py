@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.isotonic import IsotonicRegression
 
-from agent.core.judgments.calibration import Calibration, brier, ece, fit, fit_all, isotonic, out_of_fold
+from agent.core.judgments.calibration import ScoreFit, brier, ece, fit, fit_all, isotonic, out_of_fold
 from agent.core.judgments.judged import judged
 from agent.core.judgments.labels import Label
 from tests.core.test_properties import FAST
@@ -104,10 +104,10 @@ def test_the_bisect_evaluation_is_scikit_learns_predict(train, queries):
 
 def test_a_calibration_round_trips_through_json():
     c = fit("app", None, SCORES, [3 * r for r in RELEVANT], folds=2, batches=["2026-W01-a"], fitted_at=5.0)
-    back = Calibration.from_dict(json.loads(json.dumps(c.to_dict())))
+    back = ScoreFit.from_dict(json.loads(json.dumps(c.to_dict())))
     assert back == c and back.probability(0.45) == c.probability(0.45)
     with pytest.raises(ValueError, match="as many x as y"):
-        Calibration.from_dict({**c.to_dict(), "y": [0.5]})
+        ScoreFit.from_dict({**c.to_dict(), "y": [0.5]})
 
 
 def test_fewer_chunks_than_folds_fit_without_an_error_estimate():

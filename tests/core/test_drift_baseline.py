@@ -23,7 +23,7 @@ from agent.core.drift import (
     SOURCE,
     TOP1_SCORE,
     Baseline,
-    Calibration,
+    ThresholdCalibration,
     Counts,
     Finding,
     Grid,
@@ -80,7 +80,7 @@ def test_the_version_is_a_hash_of_the_content_not_the_name():
     assert a.version == b.version and len(a.version) == 16
     fewer = freeze({d: v for d, v in data.items() if d != "2026-03-10"})
     finer = freeze(data, n_bins=20)
-    reseeded = freeze(data, calibration=Calibration(seed=1))
+    reseeded = freeze(data, calibration=ThresholdCalibration(seed=1))
     assert len({a.version, fewer.version, finer.version, reseeded.version}) == 4
 
 

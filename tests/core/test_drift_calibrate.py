@@ -19,7 +19,7 @@ from agent.core.drift import (
     NUMERIC_STATS,
     SOURCE,
     TOP1_SCORE,
-    Calibration,
+    ThresholdCalibration,
     Counts,
     Threshold,
     alarm,
@@ -101,13 +101,13 @@ def test_threshold_interpolates_in_log_size_and_refuses_small_windows():
 
 def test_the_ladder_doubles_from_min_events_to_the_median_day():
     rows = np.random.default_rng(0).multinomial(1000, [0.2, 0.3, 0.5], size=12)
-    thresholds = calibrate_thresholds(rows, ("psi", "chi2_p"), settings=Calibration(min_events=50, draws=4), key=(1,))
+    thresholds = calibrate_thresholds(rows, ("psi", "chi2_p"), settings=ThresholdCalibration(min_events=50, draws=4), key=(1,))
     t = thresholds["psi"]
     assert t.sizes == (50, 100, 200, 400, 800, 1000) and t.samples == (48, 48, 48, 48, 48, 12)
     assert t.calibrated and "12 days" in t.reason and "log-normal tail" in t.reason
     assert list(t.values[:-1]) == sorted(t.values[:-1], reverse=True)  # smaller windows, noisier, higher thresholds
-    again = calibrate_thresholds(rows, ("psi", "chi2_p"), settings=Calibration(min_events=50, draws=4), key=(1,))
-    other = calibrate_thresholds(rows, ("psi",), settings=Calibration(min_events=50, draws=4), key=(2,))
+    again = calibrate_thresholds(rows, ("psi", "chi2_p"), settings=ThresholdCalibration(min_events=50, draws=4), key=(1,))
+    other = calibrate_thresholds(rows, ("psi",), settings=ThresholdCalibration(min_events=50, draws=4), key=(2,))
     assert again == thresholds  # seeded: the same days give the same thresholds
     assert other["psi"].values[:-1] != t.values[:-1]  # the thinning draws with the key
 
@@ -122,7 +122,7 @@ def test_too_few_days_fall_back_to_the_documented_defaults():
         expected = DEFAULT_THRESHOLDS[stat] * (spread(rows.sum(axis=0), centres) if stat == "wasserstein" else 1)
         assert t.sizes == (32,) and t.values == (expected,)
     assert spread([1, 0, 1], centres) == pytest.approx(1.5)
-    custom = calibrate_thresholds(rows, ("psi",), settings=Calibration(defaults={"psi": 0.1}))
+    custom = calibrate_thresholds(rows, ("psi",), settings=ThresholdCalibration(defaults={"psi": 0.1}))
     assert custom["psi"].values == (0.1,)
 
 
@@ -142,7 +142,7 @@ def false_alarm_rates(jitter: float, baselines: int = 16, fresh: int = 150, d: i
     alarms: dict[tuple[str, str], list[bool]] = {}
     for seed in range(baselines):
         rng = np.random.default_rng([seed, int(jitter * 1000)])
-        base = freeze(baseline_days(rng, d, n, jitter=jitter), calibration=Calibration(seed=seed))
+        base = freeze(baseline_days(rng, d, n, jitter=jitter), calibration=ThresholdCalibration(seed=seed))
         for size, label in ((n, "day"), (n // 24, "1 h")):
             for _ in range(fresh):
                 for f in evaluate(base, {"app": day(rng, size, jitter=jitter)}):

@@ -18,11 +18,11 @@ from scipy.stats import betabinom
 
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
-from agent.core.drift.calibrate import Calibration
+from agent.core.drift.calibrate import ThresholdCalibration
 from agent.core.drift.days import DriftConfig, merge, recent_windows
-from agent.core.state import Baseline as Shared
+from agent.core.state import SharedVocabulary
 from agent.core.state import PartitionState
-from agent.synth import Incident, generate
+from agent.synth import ScheduledIncident, generate
 from tests.generated_days import DAY0, generated_days
 
 BASELINE_DAYS = 7
@@ -53,7 +53,7 @@ def baseline(days):
     return freeze({d: days[d] for d in sorted(days)[:BASELINE_DAYS]}, "traffic")
 
 
-RATE_CONFIGURED = Calibration().rate
+RATE_CONFIGURED = ThresholdCalibration().rate
 
 
 def test_clean_days_raise_no_more_false_alarms_than_calibrated(baseline, days):
@@ -102,11 +102,11 @@ def test_longer_baselines_raise_no_more_false_alarms_than_calibrated(days, lengt
 
 def test_each_incident_raises_its_alarm_within_the_hour(baseline):
     kinds = sorted(EXPECTED)
-    incidents = [Incident(kind, LEAD + i * GAP) for i, kind in enumerate(kinds)]
+    incidents = [ScheduledIncident(kind, LEAD + i * GAP) for i, kind in enumerate(kinds)]
     minutes = LEAD + len(kinds) * GAP
     start = DAY0 + timedelta(days=BASELINE_DAYS + CLEAN_DAYS)
     t0 = start.timestamp()
-    state = PartitionState(CoreConfig(), Shared(baseline.version, baseline.queries.vocabulary), drift=DriftConfig())
+    state = PartitionState(CoreConfig(), SharedVocabulary(baseline.version, baseline.queries.vocabulary), drift=DriftConfig())
     state.drift.queries = baseline.queries  # as the agent does once the baseline is active (Ownership.use_baseline)
     fired: dict[int, set] = {}  # minute -> the (app, feature, stat, window) series alarming then
     minute = 0

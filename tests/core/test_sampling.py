@@ -27,7 +27,7 @@ from agent.core.sampling import (
     THUMBS_DOWN,
     UNAUTHORIZED,
     ZERO_RESULT,
-    Reference,
+    RiskReference,
     RiskConfig,
     assess,
     in_holdout,
@@ -58,7 +58,7 @@ def facts(results=(), *, app: str = "app", qtype: str | None = None, **extra):
 GOOD = [res(1, 0.9), res(2, 0.8), res(3, 0.7)]
 
 
-def risk(f, new_terms: int = 0, config: RiskConfig = CONFIG, reference: Reference | None = None):
+def risk(f, new_terms: int = 0, config: RiskConfig = CONFIG, reference: RiskReference | None = None):
     r = assess(f, new_terms, config, reference)
     return r.signals, r.weight
 
@@ -86,7 +86,7 @@ def test_low_top1_and_small_gap_use_strict_absolute_thresholds():
 
 
 def test_a_reference_overrides_thresholds_for_its_apps_only():
-    ref = Reference(top1_low={"bm25": 12.0}, gap_small={"bm25": 1.5})
+    ref = RiskReference(top1_low={"bm25": 12.0}, gap_small={"bm25": 1.5})
     bm25 = facts([res(1, 10.0), res(2, 9.0)], app="bm25")
     assert risk(bm25) == ((), 1.0)  # absolute 0.3 / 0.02 say nothing on this scale
     assert risk(bm25, reference=ref) == ((LOW_TOP1, SMALL_GAP), 2.5)
@@ -127,13 +127,13 @@ def test_unauthorized_result_or_missing_claims():
 
 
 def test_rare_slice_needs_a_reference_mix():
-    ref = Reference(query_type_share={"lexical": 0.9, "multi_hop": 0.03, "unknown": 0.07})
+    ref = RiskReference(query_type_share={"lexical": 0.9, "multi_hop": 0.03, "unknown": 0.07})
     assert risk(facts(GOOD, qtype="multi_hop"), reference=ref) == ((RARE_SLICE,), 2.0)
     assert risk(facts(GOOD, qtype="lexical"), reference=ref) == ((), 1.0)
     assert risk(facts(GOOD, qtype="temporal"), reference=ref) == ((RARE_SLICE,), 2.0)  # absent: share 0
     assert risk(facts(GOOD), reference=ref) == ((), 1.0)  # missing type is "unknown", share 0.07
     assert risk(facts(GOOD, qtype="multi_hop")) == ((), 1.0)  # no reference
-    assert risk(facts(GOOD, qtype="multi_hop"), reference=Reference()) == ((), 1.0)  # empty mix
+    assert risk(facts(GOOD, qtype="multi_hop"), reference=RiskReference()) == ((), 1.0)  # empty mix
 
 
 def test_weights_are_configuration():
@@ -143,8 +143,8 @@ def test_weights_are_configuration():
     for bad in ({"nonsense": 1.0}, {STALE: -1.0}, {STALE: math.inf}, {STALE: math.nan}):
         with pytest.raises(ValueError):
             RiskConfig(weights=bad)
-    assert Reference.from_dict(orjson.loads(orjson.dumps(Reference({"a": 1.0}, {}, {"x": 0.5}).to_dict()))) == (
-        Reference({"a": 1.0}, {}, {"x": 0.5})
+    assert RiskReference.from_dict(orjson.loads(orjson.dumps(RiskReference({"a": 1.0}, {}, {"x": 0.5}).to_dict()))) == (
+        RiskReference({"a": 1.0}, {}, {"x": 0.5})
     )
 
 
@@ -152,7 +152,7 @@ def test_weights_are_configuration():
 @given(events())
 def test_weight_is_one_plus_the_fired_weights_in_a_fixed_order(doc):
     f = facts_of(decode(orjson.dumps(doc)).event)
-    ref = Reference(query_type_share={"lexical": 0.5, "paraphrase": 0.01})
+    ref = RiskReference(query_type_share={"lexical": 0.5, "paraphrase": 0.01})
     r = assess(f, len(doc["query"].get("terms", [])) % 3, CONFIG, ref)
     assert list(r.signals) == [s for s in SIGNALS if s in r.signals]
     assert r.weight == pytest.approx(1 + sum(CONFIG.weight(s) for s in r.signals))

@@ -15,7 +15,7 @@ from agent.io.store.drift import TABLES, DriftStore
 from agent.io.settings.agent import KafkaSettings
 from agent.io.store.database import Store
 from agent.ownership import Ownership
-from agent.synth import Incident, generate
+from agent.synth import ScheduledIncident, generate
 from tests.generated_days import DAY0, generated_days
 
 
@@ -45,7 +45,7 @@ def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(
     assert first.baseline is second.baseline and first.baseline.version == baseline.version
     assert first.drift.queries == baseline.queries
     # the same answer on every partition: a term of the baseline is known, a new one is new to both
-    lines = list(generate(200, seed=99, start=DAY0 + timedelta(days=8), rate=1.0, incidents=[Incident("new-terms", 0)]))
+    lines = list(generate(200, seed=99, start=DAY0 + timedelta(days=8), rate=1.0, incidents=[ScheduledIncident("new-terms", 0)]))
     for line in lines[:100]:
         first.process(line)
     for line in lines[100:]:

@@ -17,7 +17,7 @@ from agent.core.state import PartitionState
 from agent.io.store.drift import TABLES, DriftStore
 from agent.io.background.drift import DriftCollector, DriftStatus, DriftWatch, windows_of
 from agent.io.store.database import Checkpoint, Store, StoreError
-from agent.synth import Incident, generate
+from agent.synth import ScheduledIncident, generate
 
 GROUP = "ragdrift"
 DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -33,7 +33,7 @@ def drift(tmp_path_factory):
     store = DriftStore(Store(f"sqlite:///{tmp}/state.db", None, TABLES))
     state, box, offset = PartitionState(CoreConfig(), drift=DriftConfig()), Outbox(), 0
     for d in range(9):  # days 0-6 the baseline, 7 quiet, 8 (today) a score-drift incident
-        incidents = [Incident("score-drift", 0)] if d == 8 else []
+        incidents = [ScheduledIncident("score-drift", 0)] if d == 8 else []
         for line in generate(PER_DAY, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
             state.process(line)
             offset += 1
@@ -92,7 +92,7 @@ def test_sub_day_windows_of_the_replica_are_rendered_beside_the_daily_ones(drift
     watch.baseline, watch.status = baseline, DriftStatus(("hourly", baseline.version))  # as a refresh leaves them
     state = PartitionState(CoreConfig(), drift=DriftConfig())
     start = DAY0 + timedelta(days=9)
-    for line in generate(2400, seed=9, start=start, rate=2400 / 3600, incidents=[Incident("score-drift", 40)]):
+    for line in generate(2400, seed=9, start=start, rate=2400 / 3600, incidents=[ScheduledIncident("score-drift", 40)]):
         state.process(line)
     windows = recent_windows([state.drift], (start + timedelta(hours=1)).timestamp() - 1)
     watch.judge_recent(windows)

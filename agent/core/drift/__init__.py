@@ -10,7 +10,7 @@ from agent.core.drift.baseline import (
     DayData,
     Finding,
     GridMismatch,
-    Reference,
+    FeatureReference,
     evaluate,
     freeze,
     grid_mismatches,
@@ -19,7 +19,7 @@ from agent.core.drift.baseline import (
 from agent.core.drift.bins import OTHER, Bins, Categories, Grid
 from agent.core.drift.calibrate import (
     DEFAULT_THRESHOLDS,
-    Calibration,
+    ThresholdCalibration,
     Threshold,
     alarm,
     calibrate_thresholds,
@@ -63,8 +63,8 @@ __all__ = [
     "LANGUAGE", "LATENCY", "LOWER_IS_WORSE", "MEAN_SCORE", "MIXES", "MIX_STATS", "NUMERIC_STATS", "OTHER",
     "PARENT_DIVERSITY", "PSI_EPSILON", "QUERY_CLUSTER", "QUERY_TYPE", "RESULT_COUNT", "SCORE_GAP", "SOURCE",
     "TOP1_SCORE",
-    "AppBaseline", "Baseline", "Bins", "Calibration", "Categories", "Counts", "DayData", "Finding", "Grid",
-    "GridMismatch", "Grids", "Reference", "Threshold",
+    "AppBaseline", "Baseline", "Bins", "Categories", "Counts", "DayData", "FeatureReference", "Finding", "Grid",
+    "GridMismatch", "Grids", "Threshold", "ThresholdCalibration",
     "alarm", "calibrate_thresholds", "chi2_p", "chi2_test", "evaluate", "expected_rate", "freeze", "grid_mismatches",
     "js", "ks", "psi", "quantile", "statistic", "version_of", "wasserstein",
 ]  # fmt: skip

@@ -30,7 +30,7 @@ from datetime import date
 import numpy as np
 
 from agent.core.drift.bins import Bins, Categories
-from agent.core.drift.calibrate import Calibration, Threshold, alarm, calibrate_thresholds, expected_rate
+from agent.core.drift.calibrate import ThresholdCalibration, Threshold, alarm, calibrate_thresholds, expected_rate
 from agent.core.drift.features import MIXED_GRID, QUERY_CLUSTER, Grids
 from agent.core.drift.queries import QueryModel, Sample, fit
 from agent.core.drift.stats import MIX_STATS, NUMERIC_STATS, statistic
@@ -72,7 +72,7 @@ DayData = Mapping[str, Counts]  # app -> its counts for one day (or one window)
 
 
 @dataclass(frozen=True)
-class Reference:
+class FeatureReference:
     """One feature's (or mix's) frozen distribution: bins or categories, counts, thresholds by statistic."""
 
     bins: Bins | Categories
@@ -84,7 +84,7 @@ class Reference:
                 "thresholds": {s: t.to_dict() for s, t in self.thresholds.items()}}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping, mix: bool) -> Reference:
+    def from_dict(cls, data: Mapping, mix: bool) -> FeatureReference:
         bins = Categories.from_dict(data["bins"]) if mix else Bins.from_dict(data["bins"])
         return cls(bins, tuple(int(c) for c in data["counts"]),
                    {s: Threshold.from_dict(t) for s, t in data["thresholds"].items()})  # fmt: skip
@@ -92,8 +92,8 @@ class Reference:
 
 @dataclass(frozen=True)
 class AppBaseline:
-    numeric: Mapping[str, Reference]
-    mixes: Mapping[str, Reference]
+    numeric: Mapping[str, FeatureReference]
+    mixes: Mapping[str, FeatureReference]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Baseline:
     days: tuple[str, ...]  # ISO dates it was frozen from, sorted
     n_bins: int
     max_categories: int
-    calibration: Calibration
+    calibration: ThresholdCalibration
     apps: Mapping[str, AppBaseline]
     queries: QueryModel | None = None  # the vocabulary and query clusters, when the days sampled terms
 
@@ -130,13 +130,13 @@ class Baseline:
         if data.get("format") != BASELINE_FORMAT:
             raise ValueError(f"baseline format {data.get('format')!r}, this version reads {BASELINE_FORMAT}")
         apps = {
-            app: AppBaseline({f: Reference.from_dict(r, mix=False) for f, r in a["numeric"].items()},
-                             {m: Reference.from_dict(r, mix=True) for m, r in a["mixes"].items()})
+            app: AppBaseline({f: FeatureReference.from_dict(r, mix=False) for f, r in a["numeric"].items()},
+                             {m: FeatureReference.from_dict(r, mix=True) for m, r in a["mixes"].items()})
             for app, a in data["apps"].items()
         }  # fmt: skip
         queries = None if data.get("queries") is None else QueryModel.from_dict(data["queries"])
         out = cls(str(data["name"]), str(data["version"]), tuple(data["days"]), int(data["n_bins"]),
-                  int(data["max_categories"]), Calibration.from_dict(data["calibration"]), apps, queries)  # fmt: skip
+                  int(data["max_categories"]), ThresholdCalibration.from_dict(data["calibration"]), apps, queries)  # fmt: skip
         if out.version != version_of(out.content()):
             raise ValueError(f"baseline {out.name!r}: content does not match version {out.version}")
         return out
@@ -181,7 +181,7 @@ def freeze(
     grids: Grids = Grids(),
     n_bins: int = 10,
     max_categories: int = 20,
-    calibration: Calibration = Calibration(),
+    calibration: ThresholdCalibration = ThresholdCalibration(),
     clusters: int = 8,
 ) -> Baseline:
     """A baseline from daily counts keyed by ISO date; ValueError when there is nothing to freeze.
@@ -290,10 +290,10 @@ def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
     return out
 
 
-def _reference(bins, rows: np.ndarray, stats, calibration: Calibration, app: str, name: str, centres) -> Reference:
+def _reference(bins, rows: np.ndarray, stats, calibration: ThresholdCalibration, app: str, name: str, centres) -> FeatureReference:
     key = (zlib.crc32(f"{app}\x00{name}".encode()),)
     thresholds = calibrate_thresholds(rows, stats, centres, calibration, key)
-    return Reference(bins, tuple(int(c) for c in rows.sum(axis=0)), thresholds)
+    return FeatureReference(bins, tuple(int(c) for c in rows.sum(axis=0)), thresholds)
 
 
 def _integral(rows, app: str, name: str) -> np.ndarray:

@@ -87,7 +87,7 @@ DEFAULT_THRESHOLDS = MappingProxyType({"psi": 0.25, "js": 0.2, "ks": 0.2, "wasse
 
 
 @dataclass(frozen=True)
-class Calibration:
+class ThresholdCalibration:
     """How thresholds are calibrated; stored in the baseline for the record."""
 
     rate: float = 1 / 30  # target false alarms per feature and statistic, per window
@@ -114,7 +114,7 @@ class Calibration:
                 "draws": self.draws, "seed": self.seed, "defaults": dict(self.defaults)}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Calibration:
+    def from_dict(cls, data: Mapping) -> ThresholdCalibration:
         return cls(float(data["rate"]), int(data["min_days"]), int(data["min_events"]), int(data["draws"]),
                    int(data["seed"]), dict(data["defaults"]))  # fmt: skip
 
@@ -158,7 +158,7 @@ class Threshold:
                    tuple(int(s) for s in data["samples"]), bool(data["calibrated"]), str(data["reason"]))  # fmt: skip
 
 
-def expected_rate(threshold: Threshold, settings: Calibration) -> float | None:
+def expected_rate(threshold: Threshold, settings: ThresholdCalibration) -> float | None:
     """The share of undrifted windows expected to alarm at this threshold: the rate it was calibrated for
     (a window bigger than the day rung: at most that, except for the p-value); None for a default threshold,
     whose rate nothing measured."""
@@ -198,7 +198,7 @@ def calibrate_thresholds(
     days,
     stats: Sequence[str],
     centres=None,
-    settings: Calibration = Calibration(),
+    settings: ThresholdCalibration = ThresholdCalibration(),
     key: Sequence[int] = (),
 ) -> dict[str, Threshold]:
     """Thresholds per statistic from per-day coarse counts (D x k integers, one row per day).
@@ -232,7 +232,7 @@ def calibrate_thresholds(
     return out
 
 
-def ladder(counts: np.ndarray, settings: Calibration, rng: np.random.Generator):
+def ladder(counts: np.ndarray, settings: ThresholdCalibration, rng: np.random.Generator):
     """(sizes, samples per size, rest of the baseline per sample): the thinned rungs, then whole days."""
     totals = counts.sum(axis=1)
     rest = counts.sum(axis=0) - counts  # row d: the baseline without day d
@@ -252,7 +252,7 @@ def ladder(counts: np.ndarray, settings: Calibration, rng: np.random.Generator):
     return sizes, rows, rests
 
 
-def fallback(stats: Sequence[str], total, centres, settings: Calibration, why: str) -> dict[str, Threshold]:
+def fallback(stats: Sequence[str], total, centres, settings: ThresholdCalibration, why: str) -> dict[str, Threshold]:
     """The default thresholds, flagged uncalibrated (wasserstein scaled by the baseline's standard deviation)."""
     out = {}
     for stat in stats:

@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from agent.core.drift.baseline import Baseline, Finding, Reference
+from agent.core.drift.baseline import Baseline, Finding, FeatureReference
 from agent.core.drift.bins import Bins
 from agent.core.drift.calibrate import Threshold, expected_rate
 from agent.core.drift.queries import QueryModel
@@ -40,12 +40,12 @@ def describe(baseline: Baseline) -> dict:
     }  # fmt: skip
 
 
-def reference(r: Reference, baseline: Baseline) -> dict:
+def reference(r: FeatureReference, baseline: Baseline) -> dict:
     """One feature's bins (or categories), counts and thresholds."""
     return bins(r) | {"thresholds": {s: threshold(t, baseline) for s, t in sorted(r.thresholds.items())}}
 
 
-def bins(r: Reference) -> dict:
+def bins(r: FeatureReference) -> dict:
     """The baseline side of a statistic: edges, counts and centres (numeric) or categories and counts (mix)."""
     if isinstance(r.bins, Bins):
         grid = r.bins.grid

@@ -36,7 +36,7 @@ THRESHOLD = 2  # grade >= 2 is relevant, as in the report
 
 
 @dataclass(frozen=True)
-class Calibration:
+class ScoreFit:
     """A fitted calibration: plain data, JSON in and out, evaluated in O(log n)."""
 
     app: str
@@ -60,7 +60,7 @@ class Calibration:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Calibration:
+    def from_dict(cls, data: Mapping) -> ScoreFit:
         fields = dict(data)
         for name in ("x", "y", "batches"):
             fields[name] = tuple(fields[name])
@@ -134,7 +134,7 @@ def brier(probabilities: Sequence[float], relevant: Sequence[float]) -> float:
 
 def fit(app: str, pipeline_version: str | None, scores: Sequence[float], grades: Sequence[float], *,
         threshold: float = THRESHOLD, folds: int = FOLDS, batches: Iterable[str] = (),
-        fitted_at: float = 0.0) -> Calibration:
+        fitted_at: float = 0.0) -> ScoreFit:
     """The calibration of one app and pipeline version from its judged chunks' scores and grades."""
     if len(scores) != len(grades) or not scores:
         raise ValueError("need one grade per score, and at least one")
@@ -146,7 +146,7 @@ def fit(app: str, pipeline_version: str | None, scores: Sequence[float], grades:
     if len(scores) >= folds:
         held_out = out_of_fold(scores, relevant, folds)
         error, score = ece(held_out, relevant), brier(held_out, relevant)
-    return Calibration(app, pipeline_version, x, y, len(scores), int(sum(relevant)), error, score,
+    return ScoreFit(app, pipeline_version, x, y, len(scores), int(sum(relevant)), error, score,
                        threshold, folds, tuple(batches), fitted_at)
 
 
@@ -164,7 +164,7 @@ def samples(items: Iterable[JudgedItem]) -> dict[tuple[str, str | None], tuple[l
 
 
 def fit_all(items_by_batch: Mapping[str, Iterable[JudgedItem]], *, threshold: float = THRESHOLD,
-            folds: int = FOLDS, fitted_at: float = 0.0) -> list[Calibration]:
+            folds: int = FOLDS, fitted_at: float = 0.0) -> list[ScoreFit]:
     """One calibration per (app, pipeline version) over the judged items of the given batches."""
     pooled: dict[tuple[str, str | None], tuple[list[float], list[float]]] = {}
     used: dict[tuple[str, str | None], set[str]] = {}

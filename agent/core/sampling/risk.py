@@ -5,15 +5,15 @@ the estimator divides by the same w, so weights steer effort, never bias.
 Every signal reads the event's facts (agent/core/facts.py) and nothing else,
 except two things the facts cannot know: how many of the query's terms were
 new to the vocabulary (the vocabulary lives in the partition state) and an
-optional baseline `Reference`.
+optional baseline `RiskReference`.
 
 Signals, in the fixed order `SIGNALS` (the order of `Risk.signals`):
 
 - zero_result: no results.
-- low_top1: the top-1 score is below the app's threshold (`Reference.top1_low`
+- low_top1: the top-1 score is below the app's threshold (`RiskReference.top1_low`
   for the app, else `RiskConfig.top1_low`; None = no absolute threshold).
 - small_gap: top-1 minus top-2 score is below the app's threshold
-  (`Reference.gap_small`, else `RiskConfig.gap_small`); a negative gap fires.
+  (`RiskReference.gap_small`, else `RiskConfig.gap_small`); a negative gap fires.
 - rerank_disagreement: the reranker moved some result by >= `rerank_shift`
   ranks. Read from `facts.rank_shifts`, i.e. over every result that reports a
   `pre_rerank_rank`, admitted or not (the same shifts as the rank-shift
@@ -26,7 +26,7 @@ Signals, in the fixed order `SIGNALS` (the order of `Risk.signals`):
   claims were missing (`unauthorized_risk`).
 - filter_zero: filters removed every candidate.
 - rare_slice: the query type (missing: "unknown") has a share below
-  `rare_share` in `Reference.query_type_share`; a type absent from that mix has
+  `rare_share` in `RiskReference.query_type_share`; a type absent from that mix has
   share 0 and fires. Without a reference, or with an empty mix, it never
   fires: rarity needs a reference mix to be measured against.
 """
@@ -81,7 +81,7 @@ class RiskConfig:
 
     A signal with weight 0 is still reported in `Risk.signals` but leaves w alone.
     The absolute score thresholds suit similarity scores in [0, 1]; retrievers
-    scoring on other scales (BM25, logits) want a per-app `Reference`.
+    scoring on other scales (BM25, logits) want a per-app `RiskReference`.
     """
 
     weights: dict[str, float] = field(default_factory=dict)
@@ -111,7 +111,7 @@ class RiskConfig:
 
 
 @dataclass(frozen=True)
-class Reference:
+class RiskReference:
     """Per-app thresholds and a query-type mix from a baseline.
 
     Present entries override `RiskConfig`'s absolute thresholds for that app;
@@ -128,7 +128,7 @@ class Reference:
                 "query_type_share": dict(self.query_type_share)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Reference:
+    def from_dict(cls, data: dict) -> RiskReference:
         return cls(dict(data.get("top1_low", {})), dict(data.get("gap_small", {})),
                    dict(data.get("query_type_share", {})))
 
@@ -139,7 +139,7 @@ class Risk:
     weight: float  # 1 + sum of their weights, so always >= 1
 
 
-def assess(facts: Facts, new_terms: int, config: RiskConfig, reference: Reference | None = None) -> Risk:
+def assess(facts: Facts, new_terms: int, config: RiskConfig, reference: RiskReference | None = None) -> Risk:
     """The signals one event fires and its risk weight."""
     event = facts.event
     app = event.app

@@ -51,7 +51,7 @@ class JudgmentStatus:
     judged: JudgedFigures | None = None  # the newest batch with labels; None before any is judged
 
 
-class Judging(Periodic):
+class JudgmentJobs(Periodic):
     """The scheduler and the latest figures it read."""
 
     def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int):
@@ -125,7 +125,7 @@ def _top(counts: dict[str, int], n: int) -> dict[str, int]:
 class JudgmentCollector:
     """The judgment and security queues, as the store holds them for all replicas."""
 
-    def __init__(self, judging: Judging):
+    def __init__(self, judging: JudgmentJobs):
         self.judging = judging
 
     def describe(self) -> Iterator[Metric]:

@@ -45,7 +45,7 @@ class DeadLetters:
         self.rejected[rejected.kind] += 1
 
     def log_new(self) -> None:
-        """One line per batch, never the payload: reasons name a field path at most."""
+        """One line per poll, never the payload: reasons name a field path at most."""
         fresh = self.pending[self.logged:]
         if fresh:
             log.warning("messages dead-lettered", extra={

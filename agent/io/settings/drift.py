@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.core.drift.bins import Grid
-from agent.core.drift.calibrate import Calibration
+from agent.core.drift.calibrate import ThresholdCalibration
 from agent.core.drift.days import DriftConfig
 from agent.core.drift.features import FEATURES, Grids
 
@@ -33,7 +33,7 @@ class GridSettings:
 @dataclass(frozen=True)
 class DriftSettings:
     enabled: bool = True  # keep the daily drift counts in the store
-    false_alarm_rate: float = Calibration().rate  # the rate baselines calibrate their thresholds for
+    false_alarm_rate: float = ThresholdCalibration().rate  # the rate baselines calibrate their thresholds for
     bins: int = 10  # quantile bins per numeric feature in a baseline
     max_categories: int = 20  # categories kept per mix in a baseline; the rest fold into "other"
     grids: dict[str, dict[str, GridSettings]] = field(default_factory=dict)  # app -> numeric feature -> its grid
@@ -50,8 +50,8 @@ def drift_config(d: DriftSettings) -> DriftConfig | None:
     return DriftConfig(grids(d)) if d.enabled else None
 
 
-def calibration(d: DriftSettings) -> Calibration:
-    return Calibration(rate=d.false_alarm_rate)
+def calibration(d: DriftSettings) -> ThresholdCalibration:
+    return ThresholdCalibration(rate=d.false_alarm_rate)
 
 
 def check_drift(d: DriftSettings, need: Callable[[bool, str, str], None]) -> None:

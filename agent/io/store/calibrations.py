@@ -16,7 +16,7 @@ import orjson
 from sqlalchemy import Column, Float, LargeBinary, MetaData, String, Table, and_, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from agent.core.judgments.calibration import Calibration
+from agent.core.judgments.calibration import ScoreFit
 from agent.io.store.database import StoreError
 
 _CALIBRATIONS = "ragdrift_calibrations"
@@ -29,7 +29,7 @@ def calibrations_table(metadata: MetaData) -> Table:
         Column("app", String(64), primary_key=True),
         Column("pipeline_version", String(128), primary_key=True),
         Column("fitted_at", Float, primary_key=True),
-        Column("calibration", LargeBinary, nullable=False),  # Calibration.to_dict() as JSON
+        Column("calibration", LargeBinary, nullable=False),  # ScoreFit.to_dict() as JSON
     )
 
 
@@ -43,7 +43,7 @@ class Calibrations:
         self.store = store
         self.table = store.joined(_CALIBRATIONS)
 
-    def add(self, calibrations: Iterable[Calibration]) -> None:
+    def add(self, calibrations: Iterable[ScoreFit]) -> None:
         """Store new fits; a fit stored again (same app, version and time) is kept once."""
         rows = [{"app": c.app, "pipeline_version": c.pipeline_version or NO_VERSION, "fitted_at": c.fitted_at,
                  "calibration": orjson.dumps(c.to_dict())} for c in calibrations]
@@ -55,7 +55,7 @@ class Calibrations:
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot store calibrations: {self.store.describe(exc)}") from exc
 
-    def newest(self) -> list[Calibration]:
+    def newest(self) -> list[ScoreFit]:
         """The newest fit of every (app, pipeline version)."""
         c = self.table.c
         last = (select(c.app, c.pipeline_version, func.max(c.fitted_at).label("fitted_at"))
@@ -65,15 +65,15 @@ class Calibrations:
         )).order_by(c.app, c.pipeline_version)
         return [_decoded(row.calibration) for row in self.store.read(query)]
 
-    def history(self, app: str) -> list[Calibration]:
+    def history(self, app: str) -> list[ScoreFit]:
         """Every fit of one app, oldest first."""
         c = self.table.c
         query = select(c.calibration).where(c.app == app).order_by(c.fitted_at, c.pipeline_version)
         return [_decoded(row.calibration) for row in self.store.read(query)]
 
 
-def _decoded(data: bytes) -> Calibration:
+def _decoded(data: bytes) -> ScoreFit:
     try:
-        return Calibration.from_dict(orjson.loads(data))
+        return ScoreFit.from_dict(orjson.loads(data))
     except (TypeError, ValueError) as exc:
         raise StoreError(f"a stored calibration cannot be read: {exc}") from exc

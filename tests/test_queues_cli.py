@@ -15,7 +15,7 @@ from agent.core.security import Incident
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES, Queue
-from agent.io.background.judgment import JudgmentCollector, Judging
+from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
 from tests.core.test_sampler import cand
@@ -99,7 +99,7 @@ def test_the_queues_figures_as_metrics(config):
     settings = load(config)
     store = Store(settings.store.url, None, (*TABLES, *QRELS))
     queue = Queue(store)
-    judging = Judging(settings, queue, Qrels(store), top_n=1)
+    judging = JudgmentJobs(settings, queue, Qrels(store), top_n=1)
     registry = CollectorRegistry()
     registry.register(JudgmentCollector(judging))
     assert registry.get_sample_value("ragdrift_judgment_batch_failures_total") == 0
