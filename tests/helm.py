@@ -25,7 +25,8 @@ from tests.services import Missing, unavailable
 
 INSTALL_HINT = "run .ci/helm to install it"
 MISSING = Missing("helm", "make tools", root=False)
-CACHE_BIN = Path.home() / ".cache" / "ragdrift" / "bin" / "helm"
+# Where .ci/helm puts it: $HELM_INSTALL_DIR, by default ~/.cache/ragdrift/bin.
+CACHE_BIN = Path(os.environ.get("HELM_INSTALL_DIR") or Path.home() / ".cache" / "ragdrift" / "bin") / "helm"
 
 
 def find_helm() -> str | None:
