@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean chart-files
+.PHONY: demo test tools bench lint clean chart-files
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/ragdrift demo
 
-test: $(STAMP)
+# What the tests use and no root is needed to install, under ~/.cache/ragdrift:
+# Helm (tests/test_helm.py) and Label Studio in its own venv
+# (tests/test_label_studio.py). Each installer checks its pinned version first,
+# so a second run is quick and offline. The rest (Prometheus, Alertmanager,
+# Chromium, podman, PostgreSQL) are Debian packages: .ci/run installs them as root.
+TOOLS := .ci/helm .ci/label-studio
+tools: $(STAMP)
+	@for tool in $(TOOLS); do \
+	  PYTHON=$(abspath $(BIN)/python) $$tool || { echo "make: $$tool failed (its output is above)" >&2; exit 1; }; \
+	done
+
+test: tools
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

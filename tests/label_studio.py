@@ -3,8 +3,8 @@
 Label Studio (~1 GB of Django) lives in its own virtual environment, never
 in the project's: ``.ci/label-studio`` installs label-studio 1.23.2 into
 ``$LABEL_STUDIO_VENV`` (default ``~/.cache/ragdrift/label-studio-venv``).
-When it is missing, a test using the fixture FAILS in CI (``CI=true``) and
-skips elsewhere, saying to run that script.
+``make test`` runs it first (``make tools``). When it is missing, a test using
+the fixture FAILS in CI (``CI=true``) and skips elsewhere, saying to run that script.
 
 The server runs from a fresh data directory (``LABEL_STUDIO_BASE_DATA_DIR``
 in its temp dir), on a free loopback port, with one user whose legacy API
@@ -28,10 +28,11 @@ from pathlib import Path
 import pytest
 
 from agent.io.label_studio.client import LabelStudio, LabelStudioError
-from tests.services import ChildProcess, ServiceError, free_port, http_get, unavailable
+from tests.services import ChildProcess, Missing, ServiceError, free_port, http_get, unavailable
 
 VERSION = "1.23.2"
 INSTALL_HINT = "run .ci/label-studio to install it"
+MISSING = Missing("label-studio", "make tools", root=False)
 
 
 def venv() -> Path:
@@ -39,15 +40,19 @@ def venv() -> Path:
     return Path(os.environ.get("LABEL_STUDIO_VENV") or default)
 
 
+class LabelStudioMissing(ServiceError):
+    """label-studio is not installed at the pinned version (as against failing to start)."""
+
+
 def label_studio_bin() -> str:
-    """The ``label-studio`` executable at the pinned version, or ServiceError."""
+    """The ``label-studio`` executable at the pinned version, or LabelStudioMissing."""
     where = venv()
     exe = where / "bin" / "label-studio"
     if not exe.is_file():
-        raise ServiceError(f"label-studio is not installed in {where}: {INSTALL_HINT}")
+        raise LabelStudioMissing(f"label-studio is not installed in {where}: {INSTALL_HINT}")
     found = sorted(p.name for p in where.glob("lib/python*/site-packages/label_studio-*.dist-info"))
     if f"label_studio-{VERSION}.dist-info" not in found:
-        raise ServiceError(f"{where} holds {found or 'no label_studio'}, not label-studio {VERSION}: "
+        raise LabelStudioMissing(f"{where} holds {found or 'no label_studio'}, not label-studio {VERSION}: "
                            f"{INSTALL_HINT}")
     return str(exe)
 
@@ -117,13 +122,13 @@ class LabelStudioServer(ChildProcess):
 @pytest.fixture(scope="session", name="label_studio")
 def label_studio_fixture():
     """A started ``LabelStudioServer`` (``.url``, ``.token``, ``.client()``), one per session."""
-    server, reason = None, None
+    server, reason, missing = None, None, None
     try:
         server = LabelStudioServer().start()
     except ServiceError as exc:
-        reason = str(exc)
+        reason, missing = str(exc), MISSING if isinstance(exc, LabelStudioMissing) else None
     if server is None:  # outside the except block: no chained traceback in the report
-        unavailable(reason)
+        unavailable(reason, missing)
     try:
         yield server
     finally:

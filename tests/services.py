@@ -28,6 +28,7 @@ import uuid
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -59,6 +60,9 @@ __all__ = [
     "unique_name",
     "postgres_available",
     "postgres_database",
+    "Missing",
+    "apt",
+    "unavailable",
     "PG_ADMIN_URL",
     "PROMETHEUS_BIN",
     "ALERTMANAGER_BIN",
@@ -486,10 +490,35 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
-def unavailable(reason: str) -> None:
-    """Fail loudly in CI (`CI=true`), skip elsewhere: a missing service never passes silently."""
+@dataclass(frozen=True)
+class Missing:
+    """A service a test could not find and the one command that provides it.
+    ``root``: the command needs root, so `make test` cannot run it for you."""
+
+    service: str
+    command: str
+    root: bool = True
+
+    def hint(self) -> str:
+        if self.root:
+            return f"needs root: {self.command}, or run .ci/run"
+        return f"no root needed: {self.command}"
+
+
+def apt(*packages: str) -> Missing:
+    """What Debian packages provide (.ci/run installs them as root)."""
+    return Missing(" ".join(packages), f"sudo apt-get install {' '.join(packages)}")
+
+
+def unavailable(reason: str, missing: Missing | None = None) -> None:
+    """Fail loudly in CI (`CI=true`), skip elsewhere: a missing service never passes silently.
+
+    The skip carries ``missing`` so that the run's last line (tests/missing.py)
+    can say which service the skipped tests lacked and how to get it."""
     import pytest
 
     if in_ci():
         pytest.fail(f"required service unavailable in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
+    skip = pytest.skip.Exception(reason)
+    skip.missing = missing
+    raise skip

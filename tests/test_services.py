@@ -69,10 +69,10 @@ def test_missing_service_fails_in_ci_and_skips_elsewhere(monkeypatch):
 
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="unavailable in CI"):
-        _which("no-such-binary-ragdrift")
+        _which("no-such-binary-ragdrift", "no-such-package")
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="no-such-binary-ragdrift"):
-        _which("no-such-binary-ragdrift")
+        _which("no-such-binary-ragdrift", "no-such-package")
 
 
 # -- broker -----------------------------------------------------------------
