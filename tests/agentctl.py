@@ -188,8 +188,7 @@ def uninterrupted(records: list, config: CoreConfig | None = None) -> PartitionS
 
 def store_states(url: str, group: str, topic: str, partitions: int) -> dict[int, tuple[int, dict]]:
     """Each partition's stored offset and whole state (sealed buckets merged back in)."""
-    store = Store(url)
-    try:
+    with Store(url) as store:
         found = {}
         for p in range(partitions):
             checkpoint = store.load(group, topic, p)
@@ -197,8 +196,6 @@ def store_states(url: str, group: str, topic: str, partitions: int) -> dict[int,
                 state = PartitionState.from_dict(CORE, checkpoint.state, checkpoint.sealed)
                 found[p] = (checkpoint.next_offset, state.to_dict())
         return found
-    finally:
-        store.close()
 
 
 def caught_up(url: str, group: str, topic: str, records: dict[int, list]) -> bool:

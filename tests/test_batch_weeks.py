@@ -198,14 +198,11 @@ def test_a_lone_surrogate_from_the_resolver_leaves_no_batch(tmp_path, capsys):
 
 
 def test_a_damaged_candidate_row_is_named_never_quoted(config, tmp_path, capsys):
-    store = Store(load(config).store.url, None, TABLES)
-    try:
+    with Store(load(config).store.url, None, TABLES) as store:
         c = Queue(store).candidates.c
         with store.engine.begin() as conn:
             conn.execute(update(Queue(store).candidates).where(c.event_id == "e3").values(
                 candidate=json.dumps({"event_id": SECRET, "week": 7}).encode()))
-    finally:
-        store.close()
     code, out, err = run(capsys, "batch", "build", "--config", str(config), "--week", WEEK)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "damaged candidate row" in err and "event 'e3'" in err and "partition 0" in err and SECRET not in err
@@ -278,8 +275,7 @@ def test_the_weekly_job_logs_a_failure_in_one_line(tmp_path, caplog):
     config = write_config(tmp_path, label_studio={"url": closed_port_url()})
     add(config, *(f"e{i}" for i in range(8)), week=batch.last_week(datetime.now(UTC).timestamp()))
     settings = load(config)
-    store = Store(settings.store.url, None, (*TABLES, *QRELS))
-    try:
+    with Store(settings.store.url, None, (*TABLES, *QRELS)) as store:
         judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=5)
         caplog.set_level(logging.INFO, "ragdrift.batch")
         judging.weekly()
@@ -294,5 +290,3 @@ def test_the_weekly_job_logs_a_failure_in_one_line(tmp_path, caplog):
         (failed,) = [r for r in caplog.records if r.getMessage() == "weekly judgment batch failed"]
         assert failed.exc_info is None and "ragdrift batch push" in failed.error
         assert judging.status.failures == 2 and judging.status.last_batch is not None
-    finally:
-        store.close()

@@ -479,16 +479,13 @@ def live(broker, prometheus_bin, tmp_path_factory):
         assert first.terminate() == 0, first.log()
         # A judgment batch built on that store (as `ragdrift batch build` would).
         settings = load(first.config_path)
-        store = Store(url, None, TABLES)
-        try:
+        with Store(url, None, TABLES) as store:
             queue = Queue(store)
             week = iso_week(time.time())
             assert queue.candidate_counts(settings.kafka.group_id, week), "phase 1 stored no candidates"
             # the week's own batch, as its Monday build will be (a partial batch is no week's batch)
             built = batch.build(settings, queue, week, now=week_bounds(week)[1])
             assert built.items > 0
-        finally:
-            store.close()
         # Its labels, as `ragdrift judgments import` would store them: the restarted agent exports their figures.
         manifest, key = batch_files.read_batch(built.directory)
         labels = [Label(built.batch_id, row["item"], c["chunk"], "ana", 3 if c["rank"] == 1 else c["rank"] % 3)

@@ -222,8 +222,7 @@ def test_two_agents_on_postgres_build_the_batch_one_agent_would(broker, make_top
     finally:
         for agent in agents:
             agent.stop()
-    store = Store(pg_url, None, TABLES)
-    try:
+    with Store(pg_url, None, TABLES) as store:
         queue, config = Queue(store), judging_config(settings.judgment)
         _assert_mirrors(queue, group_id, topic, records, config)
         _assert_same_sample(queue, group_id, _replay(lines, config)[0], config)
@@ -240,8 +239,6 @@ def test_two_agents_on_postgres_build_the_batch_one_agent_would(broker, make_top
             chosen = select(rows, strata[stratum]["k"])
             assert {k["event_id"] for k in key if k["stratum"] == stratum} == {c.event_id for c in chosen.items}
             assert strata[stratum]["tau"] == chosen.tau
-    finally:
-        store.close()
 
 
 def _weekly_store(url: str, tmp, group: str):
@@ -338,13 +335,10 @@ def test_a_restart_keeps_the_rows_of_every_week(broker, make_topic, group_id, tm
         wait_until(lambda: caught_up(url, group_id, topic, records), 60, 0.2, "restarted agent caught up")
     finally:
         agent.stop()
-    store = Store(url, None, TABLES)
-    try:
+    with Store(url, None, TABLES) as store:
         queue, judging = Queue(store), judging_config(load(agent.config_path).judgment)
         _assert_mirrors(queue, group_id, topic, records, judging)
         _assert_same_sample(queue, group_id, _replay(lines + tail, judging)[0], judging)
-    finally:
-        store.close()
 
 
 def test_restored_sampler_keeps_rows_of_older_weeks():

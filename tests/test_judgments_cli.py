@@ -113,11 +113,8 @@ def judged_csv(directory, grades: dict[tuple[str, str], tuple[int, str]]) -> str
 
 
 def latest(config, batch_id: str) -> list[Label]:
-    store = Store(load(config).store.url, None, QRELS)
-    try:
+    with Store(load(config).store.url, None, QRELS) as store:
         return Qrels(store).latest(batch_id)
-    finally:
-        store.close()
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -183,11 +180,8 @@ def test_a_judged_csv_changes_what_it_grades_anew(batch, tmp_path, capsys):
     now = {x.pair: x for x in latest(config, directory.name)}
     assert now[(directory.name, *changed, "ana")] == Label(directory.name, *changed, "ana", grades[changed][0],
                                                            ("duplicate", "stale"))
-    store = Store(load(config).store.url, None, QRELS)
-    try:
+    with Store(load(config).store.url, None, QRELS) as store:
         history = Qrels(store).history(directory.name, *changed, "ana")
-    finally:
-        store.close()
     assert [(v.version, v.label.grade, v.source) for v in history] == [
         (1, grade_of(changed[1], "ana"), str(jsonl)), (2, grades[changed][0], str(sheet))]
 

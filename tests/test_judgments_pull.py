@@ -164,11 +164,8 @@ def test_a_judge_who_changes_an_annotation_makes_a_new_version(rt, label_studio,
     try:
         code, out = pull(capsys, rt.config, label_studio, rt.token_file, rt.project)
         assert code == 0 and (out["files"][0]["new"], out["files"][0]["changed"]) == (0, 1)
-        store = Store(load(rt.config).store.url, None, QRELS)
-        try:
+        with Store(load(rt.config).store.url, None, QRELS) as store:
             history = Qrels(store).history(rt.batch_id, *rt.disagreement, f"label-studio:{rt.judges[1]}")
-        finally:
-            store.close()
         assert [v.version for v in history] == [1, 2] and history[1].label.grade == 2
         assert history[0].label == next(x for x in rt.labels if (x.item, x.chunk) == rt.disagreement
                                         and x.judge == f"label-studio:{rt.judges[1]}")

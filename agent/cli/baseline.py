@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 import sys
+from contextlib import contextmanager
 from datetime import date, datetime, timezone
 
 from agent.cli.common import UsageError, open_store
@@ -55,10 +56,13 @@ def add_parser(commands) -> None:
     drift.set_defaults(handler=drift_report)
 
 
+@contextmanager
 def _drift_store(settings, *, write: bool):
+    """The drift tables of the agent's store, closed when the block ends."""
     from agent.io.store.drift import TABLES, DriftStore
 
-    return DriftStore(open_store(settings, TABLES, write=write))
+    with open_store(settings, TABLES, write=write) as store:
+        yield DriftStore(store)
 
 
 def _day(text: str, flag: str) -> str:
@@ -104,8 +108,7 @@ def freeze_baseline(args: argparse.Namespace) -> int:
     first, last = _day(args.first, "--from"), _day(args.last, "--to")
     if first > last:
         raise UsageError(f"--from {first} is after --to {last}")
-    store = _drift_store(settings, write=True)
-    try:
+    with _drift_store(settings, write=True) as store:
         days = store.stored_days(settings.kafka.group_id, first, last, args.app)
         if not days:
             only = f" for app {args.app!r}" if args.app else ""
@@ -117,8 +120,6 @@ def freeze_baseline(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         created = store.save_baseline(baseline)
-    finally:
-        store.store.close()
     state = "stored" if created else "already stored (the same days give the same version)"
     print(f"{baseline.name} {baseline.version}: {len(baseline.days)} days ({baseline.days[0]} to {baseline.days[-1]}), "
           f"apps {', '.join(baseline.apps)}; {state}")
@@ -134,11 +135,8 @@ def freeze_baseline(args: argparse.Namespace) -> int:
 
 def list_baselines(args: argparse.Namespace) -> int:
     settings = settings_from(args.config)
-    store = _drift_store(settings, write=False)
-    try:
+    with _drift_store(settings, write=False) as store:
         found, bad = store.list_baselines()
-    finally:
-        store.store.close()
     if args.format == "json":
         for b in found:
             sys.stdout.write(json.dumps({"name": b.name, "version": b.version, "created_at": b.created_at,
@@ -163,11 +161,8 @@ def show_baseline(args: argparse.Namespace) -> int:
     name = _name(name, "NAME")
     version = _version(version, "VERSION") if version else None
     settings = settings_from(args.config)
-    store = _drift_store(settings, write=False)
-    try:
+    with _drift_store(settings, write=False) as store:
         baseline = _load(store, name, version)
-    finally:
-        store.store.close()
     shown = describe(baseline)
     if args.format == "json":
         sys.stdout.write(json.dumps(shown, sort_keys=True) + "\n")
@@ -212,8 +207,7 @@ def drift_report(args: argparse.Namespace) -> int:
         raise UsageError("give --day or --from/--to, not both")
     name = None if args.baseline is None else _name(args.baseline, "--baseline")
     version = None if args.version is None else _version(args.version, "--version")
-    store = _drift_store(settings, write=False)
-    try:
+    with _drift_store(settings, write=False) as store:
         group = settings.kafka.group_id
         if args.first or args.last:
             first = _day(args.first, "--from") if args.first else None
@@ -224,8 +218,6 @@ def drift_report(args: argparse.Namespace) -> int:
                 raise UsageError("no drift counts stored yet")
         baseline = _load(store, name, version)
         days = store.stored_days(group, first, last)
-    finally:
-        store.store.close()
     if not days:
         raise UsageError(f"no drift counts stored from {first or 'the first day'} to {last or 'the last day'}")
     counts = window(days)

@@ -53,6 +53,7 @@ def open_store(settings, tables, *, write: bool):
 
     Only the agent creates a store: a command opens the one it made, to read
     it or (`write`) to write into it, and a store that is not there is an error.
+    The caller closes it with a `with` block.
     """
     from agent.io.store.database import Opening, Store, StoreError
 

@@ -112,18 +112,16 @@ def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
     from agent.jobs.judgments import import_parsed, recalibrate
 
     settings = settings or settings_from(args.config)
-    store = open_store(settings, _tables(), write=True)
-    try:
-        queue, qrels = Queue(store), Qrels(store)
-        imported = import_parsed(queue, qrels, settings.kafka.group_id, parsed)
-        # committed: from here on nothing turns the import into an error
-        fits, failed = recalibrate(store, queue, qrels, settings.kafka.group_id, settings.judgment.calibration)
-    except Refused as exc:
-        return _refused(args, exc.problems)
-    except (ExportError, StoreError) as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        store.close()
+    with open_store(settings, _tables(), write=True) as store:
+        try:
+            queue, qrels = Queue(store), Qrels(store)
+            imported = import_parsed(queue, qrels, settings.kafka.group_id, parsed)
+            # committed: from here on nothing turns the import into an error
+            fits, failed = recalibrate(store, queue, qrels, settings.kafka.group_id, settings.judgment.calibration)
+        except Refused as exc:
+            return _refused(args, exc.problems)
+        except (ExportError, StoreError) as exc:
+            raise UsageError(str(exc)) from None
     if failed is not None:
         print(f"ragdrift: warning: labels imported, but the calibration failed and stays owed (the next import "
               f"or `ragdrift judgments calibrate` fits again): {failed}", file=sys.stderr)
@@ -153,13 +151,11 @@ def calibrate_scores(args: argparse.Namespace) -> int:
     from agent.jobs.judgments import calibrate
 
     settings = settings_from(args.config)
-    store = open_store(settings, _tables(), write=True)
-    try:
-        fits = calibrate(store, Queue(store), Qrels(store), settings.kafka.group_id, settings.judgment.calibration)
-    except (ExportError, StoreError) as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        store.close()
+    with open_store(settings, _tables(), write=True) as store:
+        try:
+            fits = calibrate(store, Queue(store), Qrels(store), settings.kafka.group_id, settings.judgment.calibration)
+        except (ExportError, StoreError) as exc:
+            raise UsageError(str(exc)) from None
     if args.format == "json":
         print(json.dumps({"calibrations": [_fit(f) for f in fits]}, sort_keys=True))
     elif not fits:

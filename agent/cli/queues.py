@@ -50,10 +50,13 @@ def _label_studio_options(parser, url_help: str) -> None:
                              "(default: judgment.label_studio.token_file, else $LABEL_STUDIO_TOKEN)")
 
 
+@contextmanager
 def _queue(settings, *, write: bool):
+    """The queues of the agent's store, closed when the block ends."""
     from agent.io.store.queue import TABLES, Queue
 
-    return Queue(open_store(settings, TABLES, write=write))
+    with open_store(settings, TABLES, write=write) as store:
+        yield Queue(store)
 
 
 def build_batch(args: argparse.Namespace) -> int:
@@ -63,17 +66,13 @@ def build_batch(args: argparse.Namespace) -> int:
     now = datetime.now(timezone.utc).timestamp()
     week = args.week or batch.last_week(now)
     target = _target(settings, args.label_studio_url, args.label_studio_token_file) if args.label_studio_url else None
-    queue = _queue(settings, write=True)
-    try:
-        with _one_line():
-            try:
-                built = batch.build(settings, queue, week, args.out, args.format == "label-studio", target,
-                                    args.partial, now)
-            except batch.NotPushed as exc:  # recorded: say so, then why Label Studio has not got it
-                _print_built(exc.built)
-                raise
-    finally:
-        queue.store.close()
+    with _queue(settings, write=True) as queue, _one_line():
+        try:
+            built = batch.build(settings, queue, week, args.out, args.format == "label-studio", target,
+                                args.partial, now)
+        except batch.NotPushed as exc:  # recorded: say so, then why Label Studio has not got it
+            _print_built(exc.built)
+            raise
     _print_built(built)
     return 0
 
@@ -86,13 +85,9 @@ def push_batch(args: argparse.Namespace) -> int:
     url = args.label_studio_url or settings.judgment.label_studio.url
     if not url:
         raise UsageError("no Label Studio to push to: pass --label-studio-url or set judgment.label_studio.url")
-    queue = _queue(settings, write=True)
-    try:
-        with _one_line():
-            project = batch.push(queue, settings.kafka.group_id, args.batch,
-                                 _target(settings, url, args.label_studio_token_file))
-    finally:
-        queue.store.close()
+    with _queue(settings, write=True) as queue, _one_line():
+        project = batch.push(queue, settings.kafka.group_id, args.batch,
+                             _target(settings, url, args.label_studio_token_file))
     print(f"{args.batch}: Label Studio project {project} at {redact_url(url)}")
     return 0
 
@@ -130,11 +125,8 @@ def list_security(args: argparse.Namespace) -> int:
             since = datetime.fromisoformat(args.since.replace("Z", "+00:00")).timestamp()
         except ValueError:
             raise UsageError(f"--since {args.since!r}: expected an RFC 3339 time") from None
-    queue = _queue(settings, write=False)
-    try:
+    with _queue(settings, write=False) as queue:
         incidents, unreadable = queue.incidents(settings.kafka.group_id, since, args.limit)
-    finally:
-        queue.store.close()
     if args.format == "json":
         for incident in incidents:
             sys.stdout.write(json.dumps(incident.to_dict(), sort_keys=True) + "\n")

@@ -68,10 +68,8 @@ def _load(config: str | None, batch: str | None, weeks: int):
     from agent.jobs.judgments import judged_batches
 
     settings = settings_from(config)
-    store = open_store(settings, (*QUEUE, *QRELS), write=False)
-    try:
-        return judged_batches(Queue(store), Qrels(store), settings.kafka.group_id, batch, weeks)
-    except (ExportError, StoreError) as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        store.close()
+    with open_store(settings, (*QUEUE, *QRELS), write=False) as store:
+        try:
+            return judged_batches(Queue(store), Qrels(store), settings.kafka.group_id, batch, weeks)
+        except (ExportError, StoreError) as exc:
+            raise UsageError(str(exc)) from None

@@ -49,8 +49,7 @@ def test_results_carry_their_age_and_citation_into_the_key():
 
 
 def test_rows_stored_by_the_previous_release_load_and_give_the_same_batch(url, tmp_path):
-    store = Store(url, tables=TABLES)
-    try:
+    with Store(url, tables=TABLES) as store:
         rows = [orjson.loads(line) for line in (DATA / "main-rows.jsonl").read_bytes().splitlines()]
         assert all(len(r) == 5 for row in rows for r in row["results"])  # written as 5-tuples
         with store.engine.begin() as conn:
@@ -60,8 +59,6 @@ def test_rows_stored_by_the_previous_release_load_and_give_the_same_batch(url, t
                 for row in rows
             ])
         candidates = Queue(store).week_candidates("g", WEEK)
-    finally:
-        store.close()
     assert len(candidates) == len(rows) and all(r.age_days is None and r.cited is None
                                                 for c in candidates for r in c.results)
     batch = build(WEEK, candidates, BatchConfig(budgets={}, default_budget=3, salt="fixture"))

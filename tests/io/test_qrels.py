@@ -50,12 +50,9 @@ def test_import_again_is_a_no_op_and_a_change_is_a_new_version(qrels, url):
     assert first[2] in qrels.latest(B) and changed not in qrels.latest(B)
 
     # another process opening the same store reads the same
-    again = Store(url, None, TABLES)
-    try:
+    with Store(url, None, TABLES) as again:
         assert Qrels(again).latest(B) == qrels.latest(B)
         assert counts(Qrels(again).add(first, "a.jsonl")) == (0, 0, 4)
-    finally:
-        again.close()
 
 
 def test_nothing_to_add(qrels):

@@ -9,7 +9,7 @@ import traceback
 
 import orjson
 import pytest
-from sqlalchemy import Column, Integer, Table, create_engine, inspect, text
+from sqlalchemy import Column, Integer, Table, create_engine, event, inspect, text
 
 from agent import synth
 from agent.core.config import CoreConfig
@@ -22,9 +22,8 @@ GROUP = "ragdrift"
 
 @pytest.fixture
 def store(url):
-    s = Store(url)
-    yield s
-    s.close()
+    with Store(url) as s:
+        yield s
 
 
 def real_state(seed: int, events: int = 40) -> dict:
@@ -99,11 +98,25 @@ def test_opening_an_existing_store_keeps_its_checkpoints(url):
     first = Store(url)
     first.save(GROUP, [Checkpoint("a", 0, 7, {"k": [1, 2]})])
     first.close()
-    second = Store(url)
-    try:
+    with Store(url) as second:
         assert second.load(GROUP, "a", 0) == Checkpoint("a", 0, 7, {"k": [1, 2]})
-    finally:
-        second.close()
+
+
+def test_a_store_is_closed_when_its_block_ends_also_on_an_error(url):
+    closed = []
+
+    def watch(store):  # records each pooled connection the engine closes
+        event.listen(store.engine, "close", lambda dbapi_connection, record: closed.append(dbapi_connection))
+        assert store.ping()
+        assert store.engine.pool.checkedin() == 1
+
+    with Store(url) as store:
+        watch(store)
+    assert len(closed) == 1 and store.engine.pool.checkedin() == 0
+    with pytest.raises(RuntimeError, match="in the block"), Store(url) as store:
+        watch(store)
+        raise RuntimeError("in the block")
+    assert len(closed) == 2 and store.engine.pool.checkedin() == 0
 
 
 def test_ping(store):
@@ -114,8 +127,7 @@ def test_schema_option_on_postgresql(pg_url):
     engine = create_engine(pg_url)
     with engine.begin() as conn:
         conn.execute(text("CREATE SCHEMA monitoring"))
-    store = Store(pg_url, schema="monitoring")
-    try:
+    with Store(pg_url, schema="monitoring") as store:
         store.save(GROUP, [Checkpoint("a", 0, 3, {"s": 1})])
         assert store.load(GROUP, "a", 0) == Checkpoint("a", 0, 3, {"s": 1})
         with engine.connect() as conn:
@@ -130,8 +142,6 @@ def test_schema_option_on_postgresql(pg_url):
             assert public.load(GROUP, "a", 0) is None
         finally:
             public.close()
-    finally:
-        store.close()
         engine.dispose()
 
 
@@ -180,14 +190,11 @@ def test_a_store_created_by_the_previous_release_is_upgraded_in_place(url):
         conn.execute(text("INSERT INTO ragdrift_checkpoints VALUES ('ragdrift', 'a', 0, 7, :s, 0)"),
                      {"s": orjson.dumps(real_state(1))})
     engine.dispose()
-    store = Store(url)
-    try:
+    with Store(url) as store:
         old = store.load(GROUP, "a", 0)
         assert (old.next_offset, old.topic_id, old.state) == (7, None, as_stored(real_state(1)))
         store.save(GROUP, [Checkpoint("a", 0, 9, real_state(2), topic_id="id-1")])
         assert store.load(GROUP, "a", 0).topic_id == "id-1"
-    finally:
-        store.close()
     Store(url).close()  # opening an up-to-date store changes nothing
 
 
@@ -267,13 +274,10 @@ def test_a_database_without_ragdrift_tables_is_no_store(url, opening):
 
 def test_a_read_opening_writes_nothing(url):
     Store(url).close()
-    store = Store(url, opening=Opening.READ)
-    try:
+    with Store(url, opening=Opening.READ) as store:
         assert store.load(GROUP, "a", 0) is None
         with pytest.raises(StoreError, match="checkpoint failed"):  # read-only on both databases
             store.save(GROUP, [Checkpoint("a", 0, 1, {})])
-    finally:
-        store.close()
 
 
 def test_a_read_opening_needs_every_table_it_reads_and_an_existing_one_adds_them(url):

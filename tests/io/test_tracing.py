@@ -190,12 +190,9 @@ def test_agent_spans_link_producers_and_exemplars_carry_their_trace_ids(broker, 
     assert checkpoint.attributes["ragdrift.partitions"] == 1
 
     def stored_offset():
-        store = Store(url)
-        try:
+        with Store(url) as store:
             found = store.load(group_id, topic, 0)
             return found and found.next_offset
-        finally:
-            store.close()
 
     wait_until(lambda: stored_offset() == len(lines), 30, 0.05, "checkpoint of every message")
 

@@ -340,3 +340,9 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
