@@ -12,6 +12,7 @@ import pytest
 from agent.core.decoder import DEFAULT_MAX_BYTES, Decoded, decode
 from agent.core.model import Event, encode
 from agent.core.reasons import RejectedEvent
+from agent.core.rules import epoch
 from agent.core import rules
 from agent.core.privacy import privacy_violation
 
@@ -80,7 +81,7 @@ def test_encode_round_trips():
     event = decode(raw(doc)).event
     again = decode(encode(event)).event
     assert encode(again) == encode(event)
-    assert again.results[0].effective_ts == event.results[0].effective_ts
+    assert again.results[0].effective_date == event.results[0].effective_date
 
 
 # --------------------------------------------------------------------------- each reason
@@ -444,20 +445,20 @@ def test_empty_results_are_an_event():
     assert decode(raw(make(results=[]))).event.results == []
 
 
-def test_effective_ts_of_a_date_is_midnight_utc():
+def test_an_effective_date_without_a_time_is_midnight_utc():
     doc = make(results=[{**BASE["results"][0], "effective_date": "2026-01-15", "expires_at": "2026-12-31"}])
     result = decode(raw(doc)).event.results[0]
-    assert result.effective_ts == datetime(2026, 1, 15, tzinfo=timezone.utc).timestamp() == 1768435200.0
-    assert result.expires_ts == datetime(2026, 12, 31, tzinfo=timezone.utc).timestamp()
+    assert epoch(result.effective_date) == datetime(2026, 1, 15, tzinfo=timezone.utc).timestamp() == 1768435200.0
+    assert epoch(result.expires_at) == datetime(2026, 12, 31, tzinfo=timezone.utc).timestamp()
     assert result.effective_date == "2026-01-15"  # the text is kept as sent
 
 
-def test_effective_ts_of_a_datetime_with_offset():
+def test_an_effective_date_with_an_offset():
     doc = make(results=[{**BASE["results"][0], "effective_date": "2026-01-15T10:00:00.25+05:30"}])
     result = decode(raw(doc)).event.results[0]
     utc = datetime(2026, 1, 15, 4, 30, 0, 250000, tzinfo=timezone.utc)
-    assert result.effective_ts == utc.timestamp()
-    assert result.expires_ts is None
+    assert epoch(result.effective_date) == utc.timestamp()
+    assert result.expires_at is None
 
 
 def test_ts_keeps_its_offset():
@@ -476,7 +477,7 @@ def test_invalid_dates_name_their_field(field, text):
 def test_dates_take_lower_case_t_and_z():
     upper = decode(raw(make(results=[{**BASE["results"][0], "effective_date": "2026-01-15T10:00:00.5Z"}])))
     lower = decode(raw(make(results=[{**BASE["results"][0], "effective_date": "2026-01-15t10:00:00.5z"}])))
-    assert lower.event.results[0].effective_ts == upper.event.results[0].effective_ts
+    assert epoch(lower.event.results[0].effective_date) == epoch(upper.event.results[0].effective_date)
 
 
 # --------------------------------------------------------------------------- text and numbers

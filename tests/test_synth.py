@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from agent.core.decoder import decode
 from agent.core.model import Event
 from agent.core.reasons import RejectedEvent
+from agent.core.rules import epoch
 from agent.synth import (
     DEFAULT_START,
     INCIDENT_KINDS,
@@ -62,8 +63,8 @@ def at_risk(event: Event) -> bool:
 def is_stale(result, ts: float) -> bool:
     return (
         result.status in STALE_STATUSES
-        or (result.expires_ts is not None and result.expires_ts <= ts)
-        or (result.effective_ts is not None and result.effective_ts > ts)
+        or (result.expires_at is not None and epoch(result.expires_at) <= ts)
+        or (result.effective_date is not None and epoch(result.effective_date) > ts)
     )
 
 

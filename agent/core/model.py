@@ -14,7 +14,7 @@ from typing import Annotated, Literal, get_args
 
 import msgspec
 
-from agent.core.rules import DATE_PATTERN, HASH_PATTERN, LANGUAGE_PATTERN, TEXT_CHARS, check, check_text, epoch
+from agent.core.rules import DATE_PATTERN, HASH_PATTERN, LANGUAGE_PATTERN, TEXT_CHARS, check, check_text
 
 
 SCHEMA = "retrieval.v1"
@@ -114,15 +114,6 @@ class Result(_Strict, frozen=True):
     tokens: Count | None = None
     fingerprint: Fingerprint | None = None
     packed: bool | None = None
-
-    @property
-    def effective_ts(self) -> float | None:
-        """`effective_date` in epoch seconds (validated when the event was built)."""
-        return None if self.effective_date is None else epoch(self.effective_date)
-
-    @property
-    def expires_ts(self) -> float | None:
-        return None if self.expires_at is None else epoch(self.expires_at)
 
 
 class Event(_Strict):

@@ -101,12 +101,6 @@ def total(tallies: Iterable[Mapping[Key, float]]) -> Tally:
     return out
 
 
-def subtract(a: Mapping[Key, float], b: Mapping[Key, float]) -> Tally:
-    """`a - b`, dropping keys that come out zero."""
-    out = {k: v - b.get(k, 0) for k, v in a.items()}
-    return {k: v for k, v in out.items() if v != 0}
-
-
 @dataclass(frozen=True)
 class Buckets:
     """Histogram upper bounds with their `le` label strings precomputed."""

@@ -162,9 +162,6 @@ class ChildProcess:
             raise StopWaiting(f"{self.name} exited with code {self.proc.returncode}")
         return self.ready()
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def log_tail(self, max_bytes: int = 8000) -> str:
         try:
             data = self.log_path.read_bytes()

@@ -44,7 +44,6 @@ class _App:
         self.spec = spec
         self.name = spec.name
         self.sources = tuple(name for name, _ in spec.sources)
-        self.source_cum = _cumulative([w for _, w in spec.sources])
         self.owned_sources = tuple(s.name for s in _SOURCES if s.owned and s.name in self.sources)
         self.personas = tuple(name for name, _ in spec.personas)
         self.persona_cum = _cumulative([w for _, w in spec.personas])

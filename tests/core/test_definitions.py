@@ -13,6 +13,7 @@ import pytest
 from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.reasons import RejectedEvent
+from agent.core.rules import epoch
 from agent.core.state import PartitionState
 from agent.core.summary import summarize
 from agent.core.tally import Buckets, Histogram
@@ -261,7 +262,7 @@ def test_lowercase_t_and_z_in_effective_date_are_rfc3339():
         decoded = decode(orjson.dumps(doc))
     except RejectedEvent as exc:  # pragma: no cover - this is the failure being reported
         pytest.fail(f"lowercase RFC 3339 date rejected: {exc.reason}")
-    assert decoded.event.results[0].effective_ts == 1709251200.0
+    assert epoch(decoded.event.results[0].effective_date) == 1709251200.0
     t = totals(doc)
     assert ages(t)[1:] == (10.5, 1)
 

@@ -176,11 +176,6 @@ class Bins:
                 centres.append(float((left + right) / 2))
         return cls(grid, starts, tuple(centres))
 
-    @classmethod
-    def from_values(cls, grid: Grid, values, n_bins: int = 10) -> Bins:
-        """`from_quantiles` of raw values binned on the grid (for tests and batch tools)."""
-        return cls.from_quantiles(grid, grid.histogram(values), n_bins)
-
     @property
     def n(self) -> int:
         return len(self.starts)
