@@ -23,18 +23,9 @@ threshold with it, out of reach): values below `TAIL_FLOOR` of the extreme
 enter the fit at that share. The threshold is never inside the sample's
 extreme, and is the extreme itself with fewer than `TAIL_MIN_VALUES` values.
 The extreme alone would alarm about once in m + 1 windows, not at `rate`; the
-fitted tail is a model, and `Threshold.reason` says so.
-
-Measured on 7 draws of known laws, 3000 times each, for a 1/30 target:
-log-normal 0.033, chi-square(1) 0.036, chi-square(9) 0.022, uniform p-values
-0.021 (without the floor, chi-square(1) gave 0.010: thresholds out of reach).
-Over 7-day baselines of the generator's clean days, day windows alarm at 0.028
-(four disjoint baselines) and 0.025 (ten overlapping; chi-square p 0.028).
-Before: the plug-in normal quantile (of log p for the p-value), with the
-other statistics capped by the rung below, alarmed at 0.050. The smaller rungs
-are no bound on the day rung: their 8 draws per day are clustered in D days,
-so their quantile is itself low for a short baseline (the cap doubled the day
-windows' alarms).
+fitted tail is a model, and `Threshold.reason` says so. Why this rule, and
+the false-alarm rates it was measured at: docs/drift.md, "How the calibration
+was chosen".
 
 Sample size: a 1 h window holds far fewer events than a day, so its statistics
 are noisier and a day-sized threshold would false-alarm on it. So thresholds
@@ -53,9 +44,7 @@ adds the sampling noise of n events, so neither needs a model.
   shrinks the day-to-day spread), except the p-value's, which gets stricter
   as n grows.
 - The day rung mixes days of different sizes, so for a window of the median
-  size it is a little conservative when sizes vary (measured over 40
-  baselines of 60 days: 0.024 to 0.030 for a target of 0.033 with sizes
-  +-25 %, 0.033 to 0.036 with equal sizes).
+  size it is a little conservative when sizes vary (docs/drift.md).
 
 Fallback: with fewer than `min_days` days holding data (default 7), no
 calibration: `DEFAULT_THRESHOLDS`, flagged `calibrated=False` with the reason.
