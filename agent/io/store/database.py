@@ -3,9 +3,9 @@
 SQLAlchemy 2 Core over SQLite (one replica, the default) or PostgreSQL
 (several replicas). One transaction writes every owned partition, so a
 checkpoint is all or nothing; the stored offset, not Kafka's committed one, is
-where a partition resumes. Sealed minute buckets never change, so each is
-written once to `ragdrift_buckets` and deleted when it is retired; the
-checkpoint row holds the rest of the state.
+where a partition resumes (docs/architecture.md, "Exactly once"). Sealed
+minute buckets never change, so each is written once to `ragdrift_buckets`
+and deleted when it is retired; the checkpoint row holds the rest of the state.
 
 Other components join the checkpoint: they define their tables on the
 store's metadata (`tables`) and hand `save` the rows to write (`joined`),
