@@ -133,9 +133,8 @@ def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path
     assert_exactly_once(url, group_id, topic, records)
     assert sum(map(len, records.values())) == produced
     # The run went through every kind of bucket the checkpoint stores.
-    store = Store(url)
-    stored = [store.load(group_id, topic, p) for p in records]
-    store.close()
+    with Store(url) as store:
+        stored = [store.load(group_id, topic, p) for p in records]
     assert any(c.sealed for c in stored), "sealed buckets stored apart"
     assert any(c.state["windows"]["retired"] for c in stored), "buckets retired"
 

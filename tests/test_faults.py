@@ -267,9 +267,8 @@ def test_an_unreadable_stored_state_is_started_afresh_not_a_crash_loop(broker, m
     url = f"sqlite:///{tmp_path}/s.db"
     lines = list(synth.generate(150, seed=97, start=_now()))
     produce(broker.bootstrap, topic, lines)
-    store = Store(url)
-    store.save(group_id, [Checkpoint(topic, 0, 50, {"version": 99, "from": "a newer release"})])
-    store.close()
+    with Store(url) as store:
+        store.save(group_id, [Checkpoint(topic, 0, 50, {"version": 99, "from": "a newer release"})])
     settings = Settings(
         kafka=KafkaSettings(bootstrap_servers=broker.bootstrap, topics=[topic], dead_letter_topic=dlq,
                             group_id=group_id, session_timeout_ms=2000, heartbeat_interval_ms=500,

@@ -48,10 +48,8 @@ def replayed_batch(tmp_path, **judgment) -> tuple:
         except RejectedEvent:
             pass
     changes, incidents = state.judging.take()
-    store = Store(settings.store.url, None, QUEUE)
-    with store.engine.begin() as conn:
+    with Store(settings.store.url, None, QUEUE) as store, store.engine.begin() as conn:
         Queue(store).writes(settings.kafka.group_id, "t", 0, changes.added, (), incidents)(conn)
-    store.close()
     assert main(["batch", "build", "--config", str(path), "--week", WEEK]) == 0
     (directory,) = (tmp_path / "batches").iterdir()
     return path, directory

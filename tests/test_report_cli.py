@@ -75,13 +75,12 @@ def stored(tmp_path, batches: list[Judged]):
     config = db.with_name("ragdrift.yaml")
     config.write_text(yaml.safe_dump({"store": {"url": f"sqlite:///{db}"}}))
     settings = load(config)
-    store = Store(settings.store.url, None, (*QUEUE, *QRELS))
-    for built_at, b in enumerate(batches):
-        batch_id = b.manifest["batch_id"]
-        Queue(store).record_batch(settings.kafka.group_id, b.manifest["week"], batch_id, float(built_at),
-                                  len(b.key), str(tmp_path / "batches" / batch_id))
-        Qrels(store).add(b.labels, "test")
-    store.close()
+    with Store(settings.store.url, None, (*QUEUE, *QRELS)) as store:
+        for built_at, b in enumerate(batches):
+            batch_id = b.manifest["batch_id"]
+            Queue(store).record_batch(settings.kafka.group_id, b.manifest["week"], batch_id, float(built_at),
+                                      len(b.key), str(tmp_path / "batches" / batch_id))
+            Qrels(store).add(b.labels, "test")
     return config
 
 

@@ -114,11 +114,9 @@ def run(tmp_path, capsys):
 
 
 def with_candidates(url: str) -> None:
-    queue = Queue(Store(url, None, TABLES))
     rows = [cand(f"e{i}", stratum=UNIFORM, week=WEEK) for i in range(6)]
-    with queue.store.engine.begin() as conn:
-        queue.writes("ragdrift", "t", 0, rows, (), ())(conn)
-    queue.store.close()
+    with Store(url, None, TABLES) as store, store.engine.begin() as conn:
+        Queue(store).writes("ragdrift", "t", 0, rows, (), ())(conn)
 
 
 def test_no_failure_path_prints_or_writes_a_secret(run):

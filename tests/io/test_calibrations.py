@@ -17,9 +17,8 @@ from agent.jobs.calibrate import fit_and_store, pooled
 
 @pytest.fixture
 def store(url):
-    s = Store(url, tables=TABLES)
-    yield s
-    s.close()
+    with Store(url, tables=TABLES) as s:
+        yield s
 
 
 def batch(week: str, app: str, version: str | None, pairs: list[tuple[float, int]]):

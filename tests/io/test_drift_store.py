@@ -26,9 +26,8 @@ LINES = list(synth.generate(400, seed=5, start=START, rate=400 / 4 / 3600))  # 4
 
 @pytest.fixture
 def drift(url):
-    store = Store(url, tables=TABLES)
-    yield DriftStore(store)
-    store.close()
+    with Store(url, tables=TABLES) as store:
+        yield DriftStore(store)
 
 
 def expected(lines) -> dict:

@@ -22,9 +22,8 @@ from tests.generated_days import DAY0, generated_days
 
 @pytest.fixture
 def drift(url):
-    store = DriftStore(Store(url, None, TABLES))
-    yield store
-    store.store.close()
+    with Store(url, None, TABLES) as store:
+        yield DriftStore(store)
 
 
 def ownership(drift: DriftStore) -> Ownership:

@@ -19,9 +19,8 @@ def label(chunk: int, judge: str, grade: int, tags=(), group=None, batch=B) -> L
 
 @pytest.fixture
 def qrels(url):
-    store = Store(url, None, TABLES)
-    yield Qrels(store)
-    store.close()
+    with Store(url, None, TABLES) as store:
+        yield Qrels(store)
 
 
 def counts(revision) -> tuple[int, int, int]:
