@@ -43,8 +43,8 @@ def replay(args: argparse.Namespace) -> int:
     summary = summarize(state.totals(), dict(rejected))
     if judging is not None:
         rows.take(state)
-        summary["security_incidents"] = len(rows.incidents)
-        summary["sample"] = _sample(samples(rows.added.values(), judging.budgets))
+        summary["security_incidents"] = len(rows.judging.incidents)
+        summary["sample"] = _sample(samples(rows.judging.added.values(), judging.budgets))
     if args.format == "json":
         print(json.dumps(summary, sort_keys=True))
     else:

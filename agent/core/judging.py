@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agent.core.facts import Facts
+from agent.core.feature import Context
 from agent.core.sampling import (
     UNIFORM,
     Budgets,
@@ -28,6 +29,7 @@ from agent.core.sampling import (
     RiskReference,
     RiskConfig,
     Sampler,
+    RowKey,
     Selection,
     assess,
     candidate,
@@ -39,6 +41,7 @@ from agent.core.sampling import (
 from agent.core.security import Incident, incident_of
 
 DAY = 86400
+FLUSH_INCIDENTS = 1000  # queued security incidents that call for a checkpoint now
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,40 @@ class JudgingConfig:
     salt: str = ""  # the same on every replica, and secret: it fixes which events are sampled
     reference: RiskReference | None = None  # from the active baseline
 
+    def partition(self, kept: Iterable[Candidate] = ()) -> JudgmentIntake:
+        return JudgmentIntake(self, kept)
+
+
+@dataclass
+class QueueRows:
+    """Queue rows taken from a partition, held until a checkpoint commits them (`Pending`)."""
+
+    added: dict[RowKey, Candidate] = field(default_factory=dict)  # candidate rows to upsert
+    evicted: set[RowKey] = field(default_factory=set)  # candidate rows to delete
+    incidents: list[Incident] = field(default_factory=list)
+
+    def absorb(self, taken: tuple[Changes, list[Incident]]) -> None:
+        changes, incidents = taken
+        for candidate in changes.added:
+            row = _row(candidate)
+            self.evicted.discard(row)
+            self.added[row] = candidate
+        for row in changes.evicted:
+            self.added.pop(row, None)
+            self.evicted.add(row)
+        self.incidents += incidents
+
+    def clear(self) -> None:
+        self.added.clear()
+        self.evicted.clear()
+        self.incidents.clear()
+
 
 class JudgmentIntake:
+    """The judgment queue of one partition (a `Feature`)."""
+
     __slots__ = ("config", "sampler", "incidents", "_restored", "_weeks", "_current")
+    name = "judging"
 
     def __init__(self, config: JudgingConfig, kept: Iterable[Candidate] = ()):
         self.config = config
@@ -74,12 +108,13 @@ class JudgmentIntake:
         self._weeks: dict[int, str] = {}  # day number -> ISO week, memoized
         self._current: str | None = None  # the week the sampler was last advanced to
 
-    def observe(self, facts: Facts, new_terms: int, watermark: float | None, app: str) -> None:
-        """Assess one event, offer it to the sampler, and queue its incident if any. `app` is the event's
-        app as the bounded label set names it: its stratum's app."""
+    def observe(self, facts: Facts, ctx: Context) -> None:
+        """Assess one event, offer it to the sampler, and queue its incident if any. Its stratum's
+        app is `ctx.app`, the event's app as the bounded label set names it."""
         incident = incident_of(facts)
         if incident is not None:
             self.incidents.append(incident)
+        watermark = ctx.watermark
         if watermark is not None:
             now = self._week(watermark)
             if now != self._current:
@@ -90,14 +125,14 @@ class JudgmentIntake:
         event_id = event.event_id
         week = self._week(facts.ts)
         u = uniform(event_id, week, config.salt)
-        stratum = stratum_key(app, event.query.type)
+        stratum = stratum_key(ctx.app, event.query.type)
         # Most events cannot enter a full reservoir: tell those apart before
         # assessing the risk (even the largest weight would not do) or
         # building candidates.
         open_uniform = sampler.may_keep(week, UNIFORM, (1.0 / u, event_id))
         if not open_uniform and not sampler.may_keep(week, stratum, (config.risk.max_weight / u, event_id)):
             return
-        risk = assess(facts, new_terms, config.risk, config.reference)
+        risk = assess(facts, ctx.new_terms if ctx.baseline is not None else 0, config.risk, config.reference)
         if sampler.may_keep(week, stratum, (risk.weight / u, event_id)):
             sampler.offer(candidate(facts, stratum, risk.weight, week, u, risk.signals))
         if open_uniform:
@@ -113,6 +148,13 @@ class JudgmentIntake:
             changes = Changes(tuple(c for c in first.added if _row(c) not in evicted) + changes.added,
                               tuple(r for r in first.evicted if r not in added) + changes.evicted)
         return changes, incidents
+
+    def outbox(self) -> QueueRows:
+        return QueueRows()
+
+    def flush_due(self, held: QueueRows) -> bool:
+        """Security incidents wait in memory until a checkpoint: many of them call for one now."""
+        return len(self.incidents) + len(held.incidents) >= FLUSH_INCIDENTS
 
     def _week(self, ts: float) -> str:
         """The ISO week of `ts`, memoized by day."""

@@ -9,48 +9,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.core.drift.days import Deltas, merge
-from agent.core.sampling import Candidate, RowKey
-from agent.core.security import Incident
+from agent.core.feature import Feature, Pending
 from agent.core.state import PartitionState
 
 NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is known
 LOG_SHORTFALL_SECONDS = 10.0  # a log ending before the checkpoint this long was recreated
 PAUSE_AFTER_FAILURES = 3  # failed checkpoints in a row before consumption pauses
-FLUSH_INCIDENTS = 1000  # queued security incidents that call for a checkpoint now
 
 
 @dataclass
 class Outbox:
-    """Queue rows taken from a partition's state, held until a checkpoint
-    commits them: a failed checkpoint keeps them for the next one."""
+    """What each feature took from a partition's state, held (one slot per
+    feature name) until a checkpoint commits it as rows: a failed checkpoint
+    keeps it for the next one."""
 
-    added: dict[RowKey, Candidate] = field(default_factory=dict)  # candidate rows to upsert
-    evicted: set[RowKey] = field(default_factory=set)  # candidate rows to delete
-    incidents: list[Incident] = field(default_factory=list)
-    drift: Deltas = field(default_factory=dict)  # daily drift counts to add to the stored ones
+    held: dict[str, Pending] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Pending:
+        """A feature's slot by its name: `outbox.judging`, `outbox.drift`."""
+        if name != "held":
+            try:
+                return self.held[name]
+            except KeyError:
+                pass
+        raise AttributeError(f"no outbox slot {name!r}")
+
+    def slot(self, feature: Feature) -> Pending:
+        held = self.held.get(feature.name)
+        if held is None:
+            held = self.held[feature.name] = feature.outbox()
+        return held
 
     def take(self, state: PartitionState) -> None:
-        """Move what the state queued since the last call in here, net of each other."""
-        if state.drift is not None:
-            merge(self.drift, state.drift.take())
-        if state.judging is None:
-            return
-        changes, incidents = state.judging.take()
-        for candidate in changes.added:
-            row = (candidate.week, candidate.stratum, candidate.event_id)
-            self.evicted.discard(row)
-            self.added[row] = candidate
-        for row in changes.evicted:
-            self.added.pop(row, None)
-            self.evicted.add(row)
-        self.incidents += incidents
+        """Move what the state's features queued since the last call in here, net of each other."""
+        for feature in state.features.values():
+            self.slot(feature).absorb(feature.take())
 
     def clear(self) -> None:
-        self.added.clear()
-        self.evicted.clear()
-        self.incidents.clear()
-        self.drift.clear()
+        for held in self.held.values():
+            held.clear()
 
 
 @dataclass
@@ -110,9 +107,8 @@ def recreated(owned: Owned, topic_id: str | None, high: int | None, now: float) 
 
 
 def flush_due(owned: Owned) -> bool:
-    """Security incidents wait in memory until a checkpoint: many of them call for one now."""
-    judging = owned.state.judging
-    return judging is not None and len(judging.incidents) + len(owned.outbox.incidents) >= FLUSH_INCIDENTS
+    """Whether a feature holds so much in memory that it calls for a checkpoint now."""
+    return any(f.flush_due(owned.outbox.slot(f)) for f in owned.state.features.values())
 
 
 def paused(failures: int) -> bool:

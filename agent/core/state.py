@@ -1,4 +1,4 @@
-"""Per-partition state: windows, bounded labels, the vocabulary and the judgment queue.
+"""Per-partition state: bounded labels, the vocabulary, and its features (metric families first).
 
 This is what the agent checkpoints with the partition's next offset. Replaying
 the same events into a fresh state, in the same order, gives an equal state.
@@ -9,9 +9,9 @@ be (written by a newer release, or damaged) raises `StateError`, and the
 agent starts that partition afresh instead of crash-looping.
 
 A frozen baseline's vocabulary is shared, not copied: the state holds a
-reference to it and its checkpoint names it by version. The judgment queue's
-sampler is rebuilt from its rows in the store (agent/core/judging.py), so it
-is not in the checkpointed form either.
+reference to it and its checkpoint names it by version. The features beside
+the metric families (agent/core/feature.py) are rebuilt from their rows in
+the store, so they are not in the checkpointed form either.
 """
 
 from __future__ import annotations
@@ -23,15 +23,12 @@ from types import MappingProxyType
 from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
-from agent.core.model import Event
-from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
-from agent.core.labels import LabelSet
-from agent.core.tally import Tally, inc, total
-from agent.core.drift.days import DriftConfig, DriftDays
 from agent.core.facts import Facts, facts_of
-from agent.core.judging import JudgmentIntake, JudgingConfig
-from agent.core.sampling import Candidate
-from agent.core.view import Keys, Labelled, Table, View
+from agent.core.feature import Context, Feature
+from agent.core.labels import LabelSet
+from agent.core.metrics import MetricFamilies
+from agent.core.model import Event
+from agent.core.tally import Tally, total
 from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
 
@@ -51,54 +48,78 @@ class SharedVocabulary:
 
 
 class PartitionState:
-    __slots__ = ("baseline", "calibrations", "config", "drift", "judging", "labels", "shared", "views", "vocabulary", "windows")
+    __slots__ = ("config", "context", "features", "labels", "metrics", "observers", "vocabulary")
 
-    def __init__(self, config: CoreConfig, baseline: SharedVocabulary | None = None, judging: JudgingConfig | None = None,
-                 kept: Iterable[Candidate] = (), drift: DriftConfig | None = None):
-        """`judging` turns the judgment queue on; `kept` are its stored candidates.
-        `drift` turns the daily drift counts on (they start empty: only deltas are held)."""
+    def __init__(self, config: CoreConfig, baseline: SharedVocabulary | None = None, features: Iterable[Feature] = (),
+                 **configs):
+        """`features` are the partition's features beside the metric families, fresh or rebuilt from
+        their rows; a configuration given by its feature's name (`judging=`, `drift=`: None for off)
+        builds a fresh one (`partition()`)."""
         self.config = config
-        self.baseline = baseline
-        self.calibrations: Active | None = None  # set by the agent as stored fits change; never checkpointed
-        self.judging = None if judging is None else JudgmentIntake(judging, kept)
-        self.drift = None if drift is None else DriftDays(drift)
+        self.context = Context()
+        self.context.baseline = baseline
         self.labels = {
             dim: LabelSet(config.max_label_values, config.label_values.get(dim)) for dim in LABEL_DIMENSIONS
         }
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
-        self.windows = Windows(config)
-        self.views: dict[str, View] = {}  # per app label, with its family keys: derived, never checkpointed
-        self.shared: dict[Table, Labelled] = {}  # key tables of families without an app label, for every view
+        self.metrics = MetricFamilies(config, self.labels)
+        built = [*features, *(c.partition() for c in configs.values() if c is not None)]
+        self.features: dict[str, Feature] = {f.name: f for f in built}
+        unknown = [name for name, c in configs.items() if c is not None and name not in self.features]
+        if unknown or len(self.features) != len(built):
+            raise TypeError(f"features named twice or not by their names: {sorted(configs)}")
+        self.observers = (self.metrics.observe, *(f.observe for f in self.features.values()))
+
+    def __getattr__(self, name: str) -> Feature:
+        """A feature by its name: `state.judging`, `state.drift`."""
+        features = PartitionState.features.__get__(self)
+        try:
+            return features[name]
+        except KeyError:
+            raise AttributeError(f"no feature {name!r} in this state") from None
+
+    @property
+    def baseline(self) -> SharedVocabulary | None:
+        return self.context.baseline
+
+    @baseline.setter
+    def baseline(self, baseline: SharedVocabulary | None) -> None:
+        self.context.baseline = baseline
+
+    @property
+    def calibrations(self) -> Active | None:
+        """The score calibrations in force: set by the agent as stored fits change; never checkpointed."""
+        return self.context.calibrations
+
+    @calibrations.setter
+    def calibrations(self, active: Active | None) -> None:
+        self.context.calibrations = active
+
+    @property
+    def windows(self) -> Windows:
+        return self.metrics.windows
 
     def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> Facts:
-        """Fold one event into its bucket and return its facts.
+        """Fold one event into every feature and return its facts.
 
         `now` is when it was written, if known (see Windows.slot). What a run
         of events added is read back with `take_added`.
         """
         facts = facts_of(event)
-        target, bookkeeping = self.windows.slot(facts.ts, now)
-        if bookkeeping:
-            target[(bookkeeping,)] = target.get((bookkeeping,), 0) + 1
+        ctx = self.context
         # New terms are new to the baseline once one is active (the same answer
         # on every partition), to this partition's own history before that.
         terms = event.query.terms
         new_terms = 0
         if terms:
-            new_terms = (self.vocabulary if self.baseline is None else self.baseline.vocabulary).add_all(terms)
-        app = self.labels["app"](event.app)
-        view = self.views.get(app)
-        if view is None:
-            view = self.views[app] = View(Keys(app, self.config, self.labels, self.shared))
-        view.facts, view.new_terms, view.calibrations = facts, new_terms, self.calibrations
-        for observe in OBSERVERS:
-            observe(view, target)
-        if unknown_fields:
-            inc(target, UNKNOWN_FIELDS.key(), unknown_fields)
-        if self.judging is not None:
-            self.judging.observe(facts, new_terms if self.baseline is not None else 0, self.windows.watermark, app)
-        if self.drift is not None:
-            self.drift.observe(facts, app)
+            baseline = ctx.baseline
+            new_terms = (self.vocabulary if baseline is None else baseline.vocabulary).add_all(terms)
+        ctx.new_terms = new_terms
+        ctx.app = self.labels["app"](event.app)
+        ctx.now = now
+        ctx.unknown_fields = unknown_fields
+        for observe in self.observers:
+            observe(facts, ctx)
         return facts
 
     def process(self, raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES, now: float | None = None) -> Facts:
@@ -110,38 +131,40 @@ class PartitionState:
         """What the events ingested since the last call added: whole events
         only, and never negative where each event added a non-negative amount,
         so the process-wide counters summed from it never go down."""
-        return self.windows.take_added()
+        return self.metrics.windows.take_added()
 
     def totals(self) -> Tally:
-        return self.windows.totals()
+        return self.metrics.windows.totals()
 
     def to_dict(self, sealed_elsewhere: bool = False) -> dict:
         """Plain data. A day of minute buckets is large, and sealed buckets never
         change: with `sealed_elsewhere` they are left out, for a checkpoint that
         stores each of them once (`windows.sealed_items`)."""
+        baseline = self.context.baseline
         return {
             "version": STATE_VERSION,
-            "baseline": None if self.baseline is None else self.baseline.version,
+            "baseline": None if baseline is None else baseline.version,
             "labels": {dim: labels.to_list() for dim, labels in self.labels.items()},
             "vocabulary": self.vocabulary.to_dict(),
-            "windows": self.windows.to_dict(sealed_elsewhere),
+            "windows": self.metrics.to_dict(sealed_elsewhere),
         }
 
     @classmethod
     def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = (),
-                  baselines: Mapping[str, SharedVocabulary] = MappingProxyType({}), judging: JudgingConfig | None = None,
-                  kept: Iterable[Candidate] = (), drift: DriftConfig | None = None) -> PartitionState:
-        """Restore a checkpointed state, upgrading an older version first."""
+                  baselines: Mapping[str, SharedVocabulary] = MappingProxyType({}), features: Iterable[Feature] = (),
+                  **configs) -> PartitionState:
+        """Restore a checkpointed state, upgrading an older version first; `features` and `configs`
+        as for a new state."""
         data = migrate(data)
         version = data["baseline"]
         if version is not None and version not in baselines:
             raise StateError(f"baseline {version!r} is not available")
         try:
-            state = cls(config, None if version is None else baselines[version], judging, kept, drift)
+            state = cls(config, None if version is None else baselines[version], features, **configs)
             for dim, seen in data["labels"].items():
                 state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
             state.vocabulary = Vocabulary.from_dict(data["vocabulary"])
-            state.windows = Windows.from_dict(config, data["windows"], sealed)
+            state.metrics.restore(data["windows"], sealed)
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"damaged state: {exc!r}") from None
         return state

@@ -226,14 +226,14 @@ def test_the_outbox_holds_rows_until_a_checkpoint_commits_them():
     state = replay(lines(600), JudgingConfig(budgets=Budgets(k=2, uniform_k=3)))
     box = Outbox()
     box.take(state)
-    first = dict(box.added)
+    first = dict(box.judging.added)
     assert set(first) == kept(state.judging)
     state.process(lines(700)[650])  # more work before the (failed) checkpoint is retried
     box.take(state)
-    assert set(box.added) | set(box.evicted) >= set(first) - set(box.evicted)
-    assert set(box.added) <= kept(state.judging) and not set(box.evicted) & kept(state.judging)
+    assert set(box.judging.added) | set(box.judging.evicted) >= set(first) - set(box.judging.evicted)
+    assert set(box.judging.added) <= kept(state.judging) and not set(box.judging.evicted) & kept(state.judging)
     box.clear()
-    assert not box.added and not box.evicted and not box.incidents
+    assert not box.judging.added and not box.judging.evicted and not box.judging.incidents
 
 
 @given(cut=st.integers(0, 600))
@@ -245,7 +245,7 @@ def test_a_partition_restored_from_its_rows_samples_like_an_uninterrupted_one(cu
     first = replay(data[:cut], config)
     box = Outbox()
     box.take(first)
-    restored = PartitionState(CoreConfig(), judging=config, kept=box.added.values())
+    restored = PartitionState(CoreConfig(), features=[config.partition(box.judging.added.values())])
     assert restored.judging.take()[0].added == ()  # what was stored needs no write
     for line in data[cut:]:
         try:
@@ -260,9 +260,9 @@ def test_restoring_under_a_smaller_budget_deletes_the_surplus_rows():
     big = replay(data, JudgingConfig(budgets=Budgets(k=5, uniform_k=8)))
     box = Outbox()
     box.take(big)
-    small = JudgmentIntake(JudgingConfig(budgets=Budgets(k=2, uniform_k=3)), box.added.values())
+    small = JudgmentIntake(JudgingConfig(budgets=Budgets(k=2, uniform_k=3)), box.judging.added.values())
     changes, _ = small.take()
-    assert set(changes.evicted) == set(box.added) - kept(small)
+    assert set(changes.evicted) == set(box.judging.added) - kept(small)
     assert changes.added == ()
 
 

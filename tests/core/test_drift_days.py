@@ -95,7 +95,7 @@ def test_partition_state_feeds_the_outbox_and_a_failed_checkpoint_keeps_it():
     assert box.drift == whole(FACTS)
     box.clear()
     assert box.drift == {}
-    assert PartitionState(CoreConfig()).drift is None
+    assert "drift" not in PartitionState(CoreConfig()).features
 
 
 def _tally(keys) -> dict:

@@ -55,6 +55,7 @@ from agent.core.drift.features import (CONTENT_AGE, FEATURES, FILTER_OUTCOME, GR
                                        SCORE_GAP, SOURCE, TOP1_SCORE, Grids, merge_grids)  # fmt: skip
 from agent.core.drift.queries import QUERIES, SAMPLE, QueryModel, merge_sample, sample_key
 from agent.core.facts import Facts
+from agent.core.feature import Context
 
 DAY = 86400
 SLOT = 300  # seconds per slot of the sub-day windows
@@ -76,9 +77,19 @@ Deltas = dict[Row, dict]  # -> {fine cell (int) or category (str): count}, zeros
 class DriftConfig:
     grids: Grids = field(default_factory=Grids)
 
+    def partition(self) -> DriftDays:
+        return DriftDays(self)
+
+
+class HeldDeltas(dict):
+    """Deltas taken from a partition, held until a checkpoint adds them to the stored counts (`Pending`)."""
+
+    def absorb(self, taken: Deltas) -> None:
+        merge(self, taken)
+
 
 class DriftDays:
-    """One partition's daily drift counts since the last `take`.
+    """One partition's daily drift counts since the last `take` (a `Feature`).
 
     The hot path only appends each event's values to buffers per (5-minute
     slot, app); they are binned with numpy (and mixes counted) every
@@ -87,6 +98,7 @@ class DriftDays:
     """
 
     __slots__ = ("config", "fold_every", "queries", "_pending", "_days", "_last", "_buffered", "_ring", "_newest")
+    name = "drift"
 
     def __init__(self, config: DriftConfig = DriftConfig(), fold_every: int = 16384):
         self.config = config
@@ -100,12 +112,11 @@ class DriftDays:
         self._ring: dict[Key, Deltas] = {}  # (slot, app) -> taken counts by ("", app, name), newest slots only
         self._newest = 0  # the newest slot taken
 
-    def observe(self, facts: Facts, app: str | None = None) -> None:
-        """Buffer one event's values under `app`, the event's app as the bounded label set names it
-        (the event's own when not given)."""
+    def observe(self, facts: Facts, ctx: Context | None = None) -> None:
+        """Buffer one event's values under `ctx.app`, the event's app as the bounded label set names it
+        (the event's own without a context)."""
         event = facts.event
-        if app is None:
-            app = event.app
+        app = event.app if ctx is None else ctx.app
         slot = int(facts.ts // SLOT)
         last = self._last.get(app)
         if last is None or last[0] != slot:
@@ -175,6 +186,12 @@ class DriftDays:
         self._pending = {}
         self._last = {}
         return out
+
+    def outbox(self) -> HeldDeltas:
+        return HeldDeltas()
+
+    def flush_due(self, held: HeldDeltas) -> bool:
+        return False  # bounded: folded every `fold_every` events
 
     def recent(self, now: float) -> dict[str, dict[str, Counts]]:
         """Each sub-day window's counts per app (`RECENT`): the whole slots before the one holding `now`

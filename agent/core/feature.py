@@ -1,0 +1,62 @@
+"""What a per-partition feature is: one shape for the metric families, the judgment queue and the drift days.
+
+A partition's state (agent/core/state.py) hands every event's `Facts` to
+each of its features in turn, with one `Context` the state refills per event
+(never built per event). The metric families (agent/core/metrics.py) come
+first and always; they are checkpointed in the state itself. A `Feature`
+beside them keeps nothing in the checkpointed state: what it counted leaves
+through `take`, into an outbox slot (`outbox()`, keyed by its `name`) that
+the checkpoint writes as rows in the same transaction as the offsets, and a
+restored partition rebuilds it from those rows (the io side's `partition`).
+Adding a feature is a module implementing `Feature` here, its io module
+(agent/io/features/), and one line in agent/service.py `FEATURES`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from agent.core.facts import Facts
+
+
+class Context:
+    """The partition's context of one event: one per state, refilled per event, read and never kept."""
+
+    __slots__ = ("app", "baseline", "calibrations", "new_terms", "now", "unknown_fields", "watermark")
+
+    def __init__(self):
+        self.app = ""  # the event's app as the bounded label set names it
+        self.new_terms = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
+        self.baseline = None  # the active baseline's shared vocabulary (agent/core/state.py), if any
+        self.calibrations = None  # the score calibrations in force (agent/core/calibrated.py `Active`)
+        self.now: float | None = None  # when the event was written, if known
+        self.unknown_fields = 0  # fields the decoder ignored
+        self.watermark: float | None = None  # the windows' watermark, once the metric families saw the event
+
+
+class Observer(Protocol):
+    def observe(self, facts: Facts, ctx: Context) -> None:
+        """Fold one event in."""
+
+
+class Pending(Protocol):
+    """A feature's taken values, held until a checkpoint commits them: a failed checkpoint keeps them."""
+
+    def absorb(self, taken: Any) -> None:
+        """Add what `Feature.take` returned, net of what is held."""
+
+    def clear(self) -> None:
+        """The checkpoint that wrote them committed."""
+
+
+class Feature(Observer, Protocol):
+    name: str  # its slot in the outbox, and its name on the state (`state.judging`)
+
+    def take(self) -> Any:
+        """What it queued since the last call."""
+
+    def outbox(self) -> Pending:
+        """An empty holder for what `take` returns."""
+
+    def flush_due(self, held: Pending) -> bool:
+        """Whether what it queues in memory, with what `held` holds, calls for a checkpoint now."""

@@ -1,0 +1,51 @@
+"""The metric families as a partition feature: each event into its window bucket, through every family.
+
+The first feature of every state, always on; the others read the watermark
+it leaves in the context. Unlike the others it is checkpointed in the state
+itself (its "windows" entry), sealed buckets apart (agent/core/windows.py).
+"""
+
+from __future__ import annotations
+
+from agent.core.config import CoreConfig
+from agent.core.facts import Facts
+from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
+from agent.core.feature import Context
+from agent.core.labels import LabelSet
+from agent.core.tally import inc
+from agent.core.view import Keys, Labelled, Table, View
+from agent.core.windows import Windows
+
+
+class MetricFamilies:
+    __slots__ = ("config", "labels", "shared", "views", "windows")
+    name = "windows"
+
+    def __init__(self, config: CoreConfig, labels: dict[str, LabelSet]):
+        self.config = config
+        self.labels = labels  # the state's bounded label sets
+        self.windows = Windows(config)
+        self.views: dict[str, View] = {}  # per app label, with its family keys: derived, never checkpointed
+        self.shared: dict[Table, Labelled] = {}  # key tables of families without an app label, for every view
+
+    def observe(self, facts: Facts, ctx: Context) -> None:
+        windows = self.windows
+        target, bookkeeping = windows.slot(facts.ts, ctx.now)
+        if bookkeeping:
+            target[(bookkeeping,)] = target.get((bookkeeping,), 0) + 1
+        ctx.watermark = windows.watermark
+        app = ctx.app
+        view = self.views.get(app)
+        if view is None:
+            view = self.views[app] = View(Keys(app, self.config, self.labels, self.shared))
+        view.facts, view.new_terms, view.calibrations = facts, ctx.new_terms, ctx.calibrations
+        for observe in OBSERVERS:
+            observe(view, target)
+        if ctx.unknown_fields:
+            inc(target, UNKNOWN_FIELDS.key(), ctx.unknown_fields)
+
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict:
+        return self.windows.to_dict(sealed_elsewhere)
+
+    def restore(self, data: dict, sealed: list[list] = ()) -> None:
+        self.windows = Windows.from_dict(self.config, data, sealed)
