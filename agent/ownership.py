@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kafka import TopicPartition
 from kafka.errors import KafkaError
@@ -21,18 +21,13 @@ from kafka.structs import OffsetAndMetadata
 from opentelemetry.trace import Tracer
 
 from agent.core import partitions
-from agent.core.config import CoreConfig
-from agent.core.drift.days import DriftConfig
-from agent.core.judging import JudgingConfig
-from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.drift import Baseline
-from agent.core.state import SharedVocabulary
-from agent.core.state import PartitionState, StateError
+from agent.core.partitions import NO_OFFSET, Owned
+from agent.core.state import PartitionState, SharedVocabulary, StateError
+from agent.io.features import Feature
 from agent.io.kafka import broker
 from agent.io.kafka.dead_letters import DeadLetters
-from agent.io.store.drift import DriftStore
-from agent.io.store.queue import Queue
-from agent.io.settings.agent import KafkaSettings
+from agent.io.settings.agent import Settings
 from agent.io.store.database import Checkpoint, Store, StoreError
 
 log = logging.getLogger("ragdrift.agent")
@@ -40,15 +35,11 @@ IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalan
 
 
 class Ownership:
-    def __init__(self, kafka: KafkaSettings, core: CoreConfig, store: Store, consumer, letters: DeadLetters,
-                 tracer: Tracer, budget: Callable[[float], float], judging: JudgingConfig | None = None,
-                 queue: Queue | None = None, drift: DriftConfig | None = None, drift_store: DriftStore | None = None):
-        self.kafka = kafka
-        self.core = core
-        self.judging = judging  # the judgment queue, kept in `queue`'s tables; None: off
-        self.queue = queue
-        self.drift = drift if drift_store is not None else None  # the daily drift counts, kept in `drift_store`
-        self.drift_store = drift_store
+    def __init__(self, *, settings: Settings, store: Store, consumer, letters: DeadLetters, tracer: Tracer,
+                 budget: Callable[[float], float], features: Sequence[Feature] = ()):
+        self.kafka = settings.kafka
+        self.core = settings.core()
+        self.features = features  # each partition's features beside the metric families, and their rows
         self.store = store
         self.consumer = consumer
         self.letters = letters
@@ -100,7 +91,7 @@ class Ownership:
         self._reset(tp)
         if offset is None:
             self.consumer.seek_to_beginning(tp)
-        fresh = Owned.fresh(self._state(), NO_OFFSET if offset is None else offset, topic_id or owned.topic_id)
+        fresh = Owned.fresh(self._state(tp), NO_OFFSET if offset is None else offset, topic_id or owned.topic_id)
         self.owned[tp] = fresh
         return fresh
 
@@ -137,17 +128,11 @@ class Ownership:
         return True
 
     def _joined(self, dirty: list[TopicPartition]) -> list:
-        """What the checkpoint writes beside the offsets: queue rows, drift counts."""
-        joined = [self._rows_of(tp) for tp in dirty] if self.queue else []
-        if self.drift_store is not None:
-            joined.append(self.drift_store.writes(self.kafka.group_id, [self.owned[tp].outbox.drift for tp in dirty]))
-        return joined
-
-    def _rows_of(self, tp: TopicPartition):
-        """The partition's queue rows, written with its checkpoint (taken first: see `_checkpoint_of`)."""
-        box = self.owned[tp].outbox
-        return self.queue.writes(self.kafka.group_id, tp.topic, tp.partition, box.added.values(), box.evicted,
-                                 box.incidents)
+        """What the checkpoint writes beside the offsets: each feature's rows from the partitions'
+        outboxes (taken first: see `_checkpoint_of`)."""
+        group = self.kafka.group_id
+        return [rows for f in self.features
+                for rows in f.writes(group, [(tp, self.owned[tp].outbox.held.get(f.name)) for tp in dirty])]
 
     def _checkpoint_of(self, tp: TopicPartition) -> Checkpoint:
         owned = self.owned[tp]
@@ -168,7 +153,7 @@ class Ownership:
             current = broker.topic_id(self.consumer, tp.topic)
             if stored is None:
                 self._seek_start(tp)
-                self.owned[tp] = Owned.fresh(self._state(), topic_id=current)
+                self.owned[tp] = Owned.fresh(self._state(tp), topic_id=current)
             else:
                 self.owned[tp] = self._restore(tp, stored)
             log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition,
@@ -177,12 +162,8 @@ class Ownership:
     def _restore(self, tp: TopicPartition, stored: Checkpoint) -> Owned:
         self.consumer.seek(tp, stored.next_offset)
         try:
-            kept = ()
-            if self.queue is not None and self.judging is not None:
-                kept = self.queue.partition_candidates(self.kafka.group_id, tp.topic, tp.partition,
-                                                       self.judging.budgets.keep_weeks + 1)
             state = PartitionState.from_dict(self.core, stored.state, stored.sealed, self._vocabularies(stored.state),
-                                             judging=self.judging, kept=kept, drift=self.drift)
+                                             self._features(tp, restore=True))
         except StateError as exc:
             # A state this release cannot read (written by a newer one, or
             # damaged): start afresh where it stopped rather than crash-loop.
@@ -190,12 +171,16 @@ class Ownership:
                       extra={"topic": tp.topic, "partition": tp.partition, "error": str(exc)})
             self.resets += 1
             self._reset(tp)
-            return Owned.fresh(self._state(), stored.next_offset, stored.topic_id)
+            return Owned.fresh(self._state(tp), stored.next_offset, stored.topic_id)
         self._share(state)
         return Owned.restored(state, stored.next_offset, stored.topic_id)
 
-    def _state(self) -> PartitionState:
-        return self._share(PartitionState(self.core, judging=self.judging, drift=self.drift))
+    def _features(self, tp: TopicPartition, restore: bool = False) -> list:
+        built = (f.partition(self.kafka.group_id, tp, restore) for f in self.features)
+        return [feature for feature in built if feature is not None]
+
+    def _state(self, tp: TopicPartition) -> PartitionState:
+        return self._share(PartitionState(self.core, features=self._features(tp)))
 
     def use_baseline(self, baseline: Baseline | None) -> None:
         """Judge every partition's new terms and query clusters against `baseline` from now on."""
@@ -208,25 +193,22 @@ class Ownership:
     def _share(self, state: PartitionState) -> PartitionState:
         queries = None if self.active is None else self.active.queries
         state.baseline = None if queries is None else self.shared[self.active.version]
-        if state.drift is not None:
-            state.drift.queries = queries
+        for feature in self.features:
+            feature.share(state, self.active)
         return state
 
     def _vocabularies(self, data: dict) -> dict[str, SharedVocabulary]:
         """The shared vocabularies a checkpoint may name: the ones in use, and the one it names from the store."""
         version = data.get("baseline") if isinstance(data, dict) else None
-        if isinstance(version, str) and version not in self.shared and self.drift_store is not None:
-            try:
-                found = self.drift_store.load_baseline(version=version)
-            except (StoreError, ValueError):
-                found = None  # from_dict then says which baseline is missing
-            if found is not None and found.queries is not None:
+        if isinstance(version, str) and version not in self.shared:
+            found = next((b for b in (f.baseline(version) for f in self.features) if b is not None), None)
+            if found is not None and found.queries is not None:  # else from_dict says which baseline is missing
                 self.shared[version] = SharedVocabulary(version, found.queries.vocabulary)
         return self.shared
 
     def _reset(self, tp: TopicPartition) -> None:
-        """Forget the partition's checkpoint and its sampler's rows (incidents stay: they happened)."""
-        forget = [self.queue.forget(self.kafka.group_id, tp.topic, tp.partition)] if self.queue else []
+        """Forget the partition's checkpoint and the rows its features forget with it."""
+        forget = [rows for f in self.features for rows in f.forget(self.kafka.group_id, tp)]
         self.store.reset(self.kafka.group_id, tp.topic, tp.partition, forget)
 
     def _seek_start(self, tp: TopicPartition) -> None:

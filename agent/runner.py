@@ -11,13 +11,13 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Sequence
 
 from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import KafkaError
 from opentelemetry.trace import Link, Tracer
 
 from agent.core import partitions
-from agent.core.drift.days import recent_windows
 from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS
 from agent.core.facts import Facts
 from agent.core.freshness import STALE_RESULTS
@@ -25,15 +25,11 @@ from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.reasons import RejectedEvent
 from agent.core.snapshot import Exposition, Health
 from agent.core.tally import Tally, add, total
+from agent.io.features import Feature
 from agent.io.kafka import broker
-from agent.io.background.calibration import CalibrationWatch
+from agent.io.kafka.broker import Clients
 from agent.io.kafka.dead_letters import DeadLetters
 from agent.io.prometheus.collectors import Latest
-from agent.io.store.queue import Queue
-from agent.io.settings.drift import drift_config
-from agent.io.store.drift import DriftStore
-from agent.io.background.drift import RECENT_SECONDS, DriftWatch
-from agent.io.settings.judgment import judging_config
 from agent.io.settings.agent import Settings
 from agent.io.store.database import Store, StoreError
 from agent.io.tracing import remote_context
@@ -45,9 +41,8 @@ SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after 
 
 
 class Agent:
-    def __init__(self, settings: Settings, store: Store, latest: Latest, tracer: Tracer, consumer, producer,
-                 client_id: str | None = None, queue: Queue | None = None, drift_store: DriftStore | None = None,
-                 drift_watch: DriftWatch | None = None, calibrations: CalibrationWatch | None = None):
+    def __init__(self, *, settings: Settings, store: Store, latest: Latest, tracer: Tracer, kafka: Clients,
+                 features: Sequence[Feature] = ()):
         self.kafka = settings.kafka
         self.core = settings.core()
         self.metrics = settings.metrics
@@ -55,17 +50,14 @@ class Agent:
         self.store = store
         self.latest = latest
         self.tracer = tracer
-        self.consumer = consumer
-        self.letters = DeadLetters(producer, self.kafka.dead_letter_topic)
-        self.client_id = client_id or f"ragdrift-{socket.gethostname()}"
+        self.consumer = kafka.consumer
+        self.letters = DeadLetters(kafka.producer, self.kafka.dead_letter_topic)
+        self.client_id = kafka.client_id or f"ragdrift-{socket.gethostname()}"
         self.exposition = Exposition(self.core, self.metrics.top_n)
-        self.parts = Ownership(self.kafka, self.core, store, consumer, self.letters, tracer, self._remaining,
-                               judging_config(settings.judgment) if queue is not None else None, queue,
-                               drift_config(settings.drift), drift_store)
+        self.features = features
+        self.parts = Ownership(settings=settings, store=store, consumer=self.consumer, letters=self.letters,
+                               tracer=tracer, budget=self._remaining, features=features)
         self.owned = self.parts.owned
-        self.calibrations = calibrations  # the score calibrations in force, refreshed in the background
-        self.drift_watch = drift_watch if drift_store is not None else None
-        self.next_drift = 0.0  # when the sub-day drift windows are evaluated next (time.time())
         self.counters: Tally = {}  # everything this process ingested: only ever grows
         self.exemplars: dict[tuple, tuple[str, float]] = {}
         self.last_progress = time.monotonic()
@@ -181,8 +173,8 @@ class Agent:
                     continue  # not loaded (the store failed: we are stopping) or start unknown
                 if records[0].offset < owned.next_offset:
                     owned = self.parts.restart(tp, owned, records[0].offset)
-                if self.calibrations is not None:
-                    owned.state.calibrations = self.calibrations.active
+                for feature in self.features:
+                    feature.prepare(owned.state)
                 for record in records:
                     self._process(owned, record, links)
                     owned.next_offset = record.offset + 1
@@ -257,13 +249,8 @@ class Agent:
             paused=partitions.paused(self.parts.failures),
         )
         self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health))
-        if self.drift_watch is not None and now >= self.next_drift:
-            watched, active = self.drift_watch.baseline, self.parts.active
-            if (watched and watched.version) != (active and active.version):
-                self.parts.use_baseline(watched)
-            if watched is not None:  # nothing to judge against otherwise
-                self.drift_watch.judge_recent(recent_windows([s.drift for s in states if s.drift is not None], now))
-            self.next_drift = now + RECENT_SECONDS
+        for feature in self.features:
+            feature.publish(states, now, self.parts)
 
     def health(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self.last_progress

@@ -1,4 +1,4 @@
-"""Wiring: store, Kafka clients, collectors, tracer and the metrics endpoint
+"""Wiring: store, Kafka clients, features, collectors, tracer and the metrics endpoint
 around an agent, and running it until a signal."""
 
 from __future__ import annotations
@@ -8,29 +8,33 @@ import signal
 import socket
 from dataclasses import dataclass
 
+from apscheduler.schedulers.background import BackgroundScheduler
 from kafka.errors import KafkaError
 from prometheus_client import CollectorRegistry, ProcessCollector
 
+from agent.io.background.periodic import new_scheduler
+from agent.io.features import Wiring, built, tables_of
+from agent.io.features.calibration import Calibration
+from agent.io.features.drift import Drift
+from agent.io.features.judgment import Judgment
 from agent.io.kafka import broker
-from agent.io.prometheus.endpoint import MetricsServer
 from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
-from agent.io.background.calibration import CalibrationWatch
-from agent.io.store.calibrations import TABLES as CALIBRATION_TABLES
-from agent.io.store.calibrations import Calibrations
-from agent.io.store.drift import TABLES as DRIFT_TABLES
-from agent.io.store.drift import DriftStore
-from agent.io.background.drift import DriftCollector, DriftWatch
-from agent.io.store.qrels import TABLES as QRELS_TABLES
-from agent.io.store.qrels import Qrels
-from agent.io.store.queue import TABLES, Queue
-from agent.io.settings.judgment import gate
-from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
+from agent.io.prometheus.endpoint import MetricsServer
 from agent.io.settings.agent import Settings
 from agent.io.store.database import Store, StoreError
 from agent.io.tracing import provider
+from agent.jobs.batch import scheduled
 from agent.runner import Agent
 
 log = logging.getLogger("ragdrift.agent")
+
+# Every feature beside the metric families, in the order they observe events, write rows and export.
+# The agent creates every one's tables; the settings enable each.
+FEATURES = (
+    Judgment,
+    Drift,
+    Calibration,
+)
 
 
 @dataclass
@@ -41,17 +45,10 @@ class Running:
     server: MetricsServer
     store: Store
     tracer_provider: object
-    judging: JudgmentJobs | None = None  # the weekly batch and the queues' figures
-    drift_watch: DriftWatch | None = None  # drift of the stored days against the newest baseline
-    calibration_watch: CalibrationWatch | None = None  # the stored score calibrations
+    scheduler: BackgroundScheduler  # every feature's background jobs
 
     def close(self) -> None:
-        if self.judging is not None:
-            self.judging.stop()
-        if self.calibration_watch is not None:
-            self.calibration_watch.stop()
-        if self.drift_watch is not None:
-            self.drift_watch.stop()
+        self.scheduler.shutdown(wait=False)
         self.server.stop()
         self.store.close()
         self.tracer_provider.shutdown()
@@ -59,9 +56,9 @@ class Running:
 
 def build(settings: Settings, tracer_provider=None) -> Running:
     tracer_provider = tracer_provider or provider()
-    store = Store(settings.store.url, settings.store.schema, TABLES + DRIFT_TABLES + CALIBRATION_TABLES + QRELS_TABLES)
-    queue = Queue(store) if settings.judgment.enabled else None
-    drift_store = DriftStore(store) if settings.drift.enabled else None
+    store = Store(settings.store.url, settings.store.schema, tables_of(FEATURES))
+    scheduler = new_scheduler()
+    features = built(FEATURES, Wiring(settings, store, scheduler, weekly=scheduled))
     client_id = f"ragdrift-{socket.gethostname()}"
     try:
         consumer = broker.consumer(settings.kafka, client_id)
@@ -74,24 +71,18 @@ def build(settings: Settings, tracer_provider=None) -> Running:
     registry.register(RetrievalCollector(settings.core(), latest))
     registry.register(HealthCollector(latest))
     ProcessCollector(registry=registry)  # process_start_time_seconds marks restarts for the rules
-    judging = None
-    if queue is not None:
-        judging = JudgmentJobs(settings, queue, Qrels(store), settings.metrics.top_n)
-        registry.register(JudgmentCollector(judging))
-    watch = None
-    if drift_store is not None:
-        watch = DriftWatch(drift_store, settings.kafka.group_id)
-        registry.register(DriftCollector(watch))
-    calibrations = None
-    if settings.judgment.enabled:
-        calibration = settings.judgment.calibration
-        calibrations = CalibrationWatch(Calibrations(store), gate(calibration), calibration.refresh_seconds)
-    agent = Agent(settings, store, latest, tracer_provider.get_tracer("ragdrift"), consumer, producer, client_id, queue,
-                  drift_store, watch, calibrations)
+    for feature in features:
+        for collector in feature.collectors():
+            registry.register(collector)
+    agent = Agent(settings=settings, store=store, latest=latest, tracer=tracer_provider.get_tracer("ragdrift"),
+                  kafka=broker.Clients(consumer, producer, client_id), features=features)
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
-    return Running(agent, server.start(), store, tracer_provider, judging and judging.start(),
-                   watch and watch.start(), calibrations and calibrations.start())
+    server.start()
+    scheduler.start()
+    for feature in features:
+        feature.start()
+    return Running(agent, server, store, tracer_provider, scheduler)
 
 
 def serve(settings: Settings) -> int:

@@ -59,9 +59,10 @@ def add_parser(commands) -> None:
 @contextmanager
 def _drift_store(settings, *, write: bool):
     """The drift tables of the agent's store, closed when the block ends."""
-    from agent.io.store.drift import TABLES, DriftStore
+    from agent.io.features.drift import Drift
+    from agent.io.store.drift import DriftStore
 
-    with open_store(settings, TABLES, write=write) as store:
+    with open_store(settings, Drift.tables, write=write) as store:
         yield DriftStore(store)
 
 

@@ -96,11 +96,11 @@ def pull_project(args: argparse.Namespace) -> int:
 
 
 def _tables():
-    from agent.io.store.calibrations import TABLES as CALIBRATIONS
-    from agent.io.store.qrels import TABLES as QRELS
-    from agent.io.store.queue import TABLES as QUEUE
+    from agent.io.features import tables_of
+    from agent.io.features.calibration import Calibration
+    from agent.io.features.judgment import Judgment
 
-    return (*QUEUE, *QRELS, *CALIBRATIONS)
+    return tables_of((Judgment, Calibration))
 
 
 def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:

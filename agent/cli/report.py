@@ -59,16 +59,15 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _load(config: str | None, batch: str | None, weeks: int):
+    from agent.io.features.judgment import Judgment
     from agent.io.files.batch_files import ExportError
-    from agent.io.store.qrels import TABLES as QRELS
     from agent.io.store.qrels import Qrels
-    from agent.io.store.queue import TABLES as QUEUE
     from agent.io.store.queue import Queue
     from agent.io.store.database import StoreError
     from agent.jobs.judgments import judged_batches
 
     settings = settings_from(config)
-    with open_store(settings, (*QUEUE, *QRELS), write=False) as store:
+    with open_store(settings, Judgment.tables, write=False) as store:
         try:
             return judged_batches(Queue(store), Qrels(store), settings.kafka.group_id, batch, weeks)
         except (ExportError, StoreError) as exc:

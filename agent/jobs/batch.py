@@ -91,6 +91,15 @@ def failure(exc: Exception) -> str:
     return str(exc) if isinstance(exc, EXPECTED) else exc.__class__.__name__
 
 
+def scheduled(settings: Settings, queue: Queue) -> str | None:
+    """`weekly` as the agent schedules it: None when it did its part, else its failure in one log line."""
+    try:
+        weekly(settings, queue)
+    except Exception as exc:
+        return failure(exc)
+    return None
+
+
 def config_of(settings: Settings) -> batches.BatchConfig:
     """What the batch is built with, recorded in its manifest."""
     j = settings.judgment

@@ -30,7 +30,7 @@ def fit_and_store(store, labels_by_batch: Mapping[str, Iterable[Label]], key_by_
                   settings: CalibrationSettings, now: float | None = None) -> list[ScoreFit]:
     """Fit a calibration per app and pipeline version on the newest judged
     batches (those with both labels and a key), store them, and return them.
-    `store` is a Store opened with agent.io.store.calibrations.TABLES."""
+    `store` is a Store opened with the calibration feature's tables (agent/io/features/calibration.py)."""
     batches = pooled(set(labels_by_batch) & set(key_by_batch), settings.pool_batches)
     items = {batch_id: judged(key_by_batch[batch_id], labels_by_batch[batch_id]) for batch_id in batches}
     fits = fit_all(items, threshold=settings.threshold, folds=settings.folds,

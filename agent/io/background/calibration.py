@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from apscheduler.schedulers.background import BackgroundScheduler
+
 from agent.core.calibrated import Active, Gate
 from agent.io.store.calibrations import Calibrations
 from agent.io.background.periodic import Periodic
@@ -21,8 +23,9 @@ log = logging.getLogger("ragdrift.calibration")
 class CalibrationWatch(Periodic):
     """The refresh job and the calibrations it last loaded."""
 
-    def __init__(self, calibrations: Calibrations, gate: Gate, refresh_seconds: float = 60.0):
-        super().__init__("calibration-refresh", refresh_seconds, log, "the calibrations")
+    def __init__(self, calibrations: Calibrations, gate: Gate, refresh_seconds: float = 60.0,
+                 scheduler: BackgroundScheduler | None = None):
+        super().__init__("calibration-refresh", refresh_seconds, log, "the calibrations", scheduler)
         self.calibrations = calibrations
         self.gate = gate
         self.active = Active()

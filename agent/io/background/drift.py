@@ -10,8 +10,8 @@ so every replica exports the same figures (aggregate with `max`).
 
 The sub-day windows (`5m`, `1h`: agent/core/drift/days.py `RECENT`) are per
 replica, like the other window gauges: the agent loop hands the counts its
-partitions hold to `judge_recent` every `RECENT_SECONDS`, which evaluates them
-against the baseline the last refresh loaded.
+partitions hold to `judge_recent` every `RECENT_SECONDS` (agent/io/features/drift.py),
+which evaluates them against the baseline the last refresh loaded.
 
 A numeric feature a window counted on another grid than the baseline's bins
 (the configured grid changed since the baseline was frozen) is never compared:
@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from agent.core.drift import Baseline, DayData, Finding, GridMismatch, evaluate, grid_mismatches
@@ -88,8 +89,9 @@ def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData]):
 class DriftWatch(Periodic):
     """The refresh job and the last status it computed."""
 
-    def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time):
-        super().__init__("drift-refresh", REFRESH_SECONDS, log, "the drift figures")
+    def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time,
+                 scheduler: BackgroundScheduler | None = None):
+        super().__init__("drift-refresh", REFRESH_SECONDS, log, "the drift figures", scheduler)
         self.store = store
         self.group_id = group_id
         self.clock = clock

@@ -1,7 +1,7 @@
 """The weekly judgment batch inside `ragdrift run`, on an APScheduler 3 cron trigger.
 
 Every replica schedules the job; the job itself makes sure one batch is built
-per week (agent/jobs/batch.py). Misfires (the agent was down at 06:00) are
+per week (agent/jobs/batch.py, handed in as `weekly`: a job is above io). Misfires (the agent was down at 06:00) are
 coalesced into one run as soon as it is back, within a day's grace. A second
 job reads the queues' figures from the store every minute, for the metrics
 (`JudgmentCollector`): they are the same on every replica, since every
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
@@ -51,30 +52,33 @@ class JudgmentStatus:
     judged: JudgedFigures | None = None  # the newest batch with labels; None before any is judged
 
 
-class JudgmentJobs(Periodic):
-    """The scheduler and the latest figures it read."""
+Weekly = Callable[[Settings, Queue], str | None]  # runs the batch job: None, or its failure in one line
 
-    def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int):
-        super().__init__("judgment-status", REFRESH_SECONDS, log, "the judgment queue's figures",
+
+class JudgmentJobs(Periodic):
+    """The jobs (the weekly batch when `weekly` is given) and the latest figures they read."""
+
+    def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int, weekly: Weekly | None = None,
+                 scheduler: BackgroundScheduler | None = None):
+        super().__init__("judgment-status", REFRESH_SECONDS, log, "the judgment queue's figures", scheduler,
                          misfire_grace_time=GRACE_SECONDS)
         self.settings = settings
         self.queue = queue
         self.qrels = qrels
         self.top_n = top_n
+        self.run_weekly = weekly
         self.status = JudgmentStatus()
         self.failures = 0
         self.judged: tuple[tuple[str, int], JudgedFigures] | None = None  # (batch id, label versions), figures
-        self.scheduler.add_job(self.weekly, CronTrigger.from_crontab(settings.judgment.schedule, timezone="UTC"),
-                               id="weekly-batch")
+        if weekly is not None:
+            self.scheduler.add_job(self.weekly, CronTrigger.from_crontab(settings.judgment.schedule, timezone="UTC"),
+                                   id="weekly-batch", misfire_grace_time=GRACE_SECONDS)
 
     def weekly(self) -> None:
-        from agent.jobs import batch
-
-        try:
-            batch.weekly(self.settings, self.queue)
-        except Exception as exc:  # the agent keeps running; the alert on a missing batch tells
+        failed = self.run_weekly(self.settings, self.queue)
+        if failed is not None:  # the agent keeps running; the alert on a missing batch tells
             self.failures += 1
-            log.error("weekly judgment batch failed", extra={"error": batch.failure(exc)})  # one line, no traceback
+            log.error("weekly judgment batch failed", extra={"error": failed})  # one line, no traceback
         self.refresh()
 
     def reload(self) -> None:

@@ -6,6 +6,8 @@ in a kafka-python deserializer (whose exceptions stall a consumer).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 
@@ -14,6 +16,15 @@ from agent.core.privacy import forwardable_key
 from agent.io.settings.agent import KafkaSettings
 
 REASON_HEADER = "ragdrift-reason"
+
+
+@dataclass(frozen=True)
+class Clients:
+    """The agent's Kafka clients: passed in, so a test can drive the loop."""
+
+    consumer: KafkaConsumer
+    producer: KafkaProducer
+    client_id: str | None = None
 
 
 def has_fast_crc() -> bool:

@@ -1,0 +1,32 @@
+"""The score calibrations' io side: their table, and the set in force handed to each partition
+before its records are processed (agent/io/background/calibration.py)."""
+
+from __future__ import annotations
+
+from agent.core.state import PartitionState
+from agent.io.background.calibration import CalibrationWatch
+from agent.io.features import Feature, Wiring
+from agent.io.settings.agent import Settings
+from agent.io.settings.judgment import gate
+from agent.io.store import calibrations
+from agent.io.store.calibrations import Calibrations
+
+
+class Calibration(Feature):
+    name = "calibration"  # no partition feature: the metric families read the set in force
+    tables = calibrations.TABLES
+
+    @staticmethod
+    def enabled(settings: Settings) -> bool:
+        return settings.judgment.enabled
+
+    def __init__(self, wiring: Wiring):
+        section = wiring.settings.judgment.calibration
+        self.watch = CalibrationWatch(Calibrations(wiring.store), gate(section), section.refresh_seconds,
+                                      wiring.scheduler)
+
+    def start(self) -> None:
+        self.watch.start()
+
+    def prepare(self, state: PartitionState) -> None:
+        state.calibrations = self.watch.active

@@ -1,0 +1,53 @@
+"""The judgment queue's io side: its queue and label tables, its candidate and incident rows
+in each checkpoint, its figures and the weekly batch (agent/io/background/judgment.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kafka import TopicPartition
+
+from agent.core.judging import JudgmentIntake, QueueRows
+from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
+from agent.io.features import Feature, Wiring
+from agent.io.settings.agent import Settings
+from agent.io.settings.judgment import judging_config
+from agent.io.store import qrels, queue
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import Queue
+
+
+class Judgment(Feature):
+    name = JudgmentIntake.name
+    tables = (*queue.TABLES, *qrels.TABLES)
+
+    @staticmethod
+    def enabled(settings: Settings) -> bool:
+        return settings.judgment.enabled
+
+    def __init__(self, wiring: Wiring):
+        settings = wiring.settings
+        self.config = judging_config(settings.judgment)
+        self.queue = Queue(wiring.store)
+        self.jobs = JudgmentJobs(settings, self.queue, Qrels(wiring.store), settings.metrics.top_n, wiring.weekly,
+                                 wiring.scheduler)
+
+    def partition(self, group: str, tp: TopicPartition, restore: bool) -> JudgmentIntake:
+        """A restored partition offers its stored candidates back to a fresh sampler (agent/core/judging.py)."""
+        weeks = self.config.budgets.keep_weeks + 1
+        return self.config.partition(self.queue.partition_candidates(group, tp.topic, tp.partition, weeks)
+                                     if restore else ())
+
+    def writes(self, group: str, held: Sequence[tuple[TopicPartition, QueueRows]]) -> list:
+        return [self.queue.writes(group, tp.topic, tp.partition, rows.added.values(), rows.evicted, rows.incidents)
+                for tp, rows in held]
+
+    def forget(self, group: str, tp: TopicPartition) -> list:
+        """Its sampler's rows (incidents stay: they happened)."""
+        return [self.queue.forget(group, tp.topic, tp.partition)]
+
+    def collectors(self) -> list:
+        return [JudgmentCollector(self.jobs)]
+
+    def start(self) -> None:
+        self.jobs.start()
