@@ -276,7 +276,7 @@ def test_the_weekly_job_logs_a_failure_in_one_line(tmp_path, caplog):
     add(config, *(f"e{i}" for i in range(8)), week=batch.last_week(datetime.now(UTC).timestamp()))
     settings = load(config)
     with Store(settings.store.url, None, (*TABLES, *QRELS)) as store:
-        judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=5)
+        judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=5, weekly=batch.scheduled)
         caplog.set_level(logging.INFO, "ragdrift.batch")
         judging.weekly()
         (failed,) = [r for r in caplog.records if r.getMessage() == "weekly judgment batch failed"]

@@ -37,7 +37,7 @@ from agent.io.background.judgment import JudgmentJobs
 from agent.io.settings.judgment import judging_config
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
-from agent.jobs.batch import build, config_of, last_week, weekly
+from agent.jobs.batch import build, config_of, last_week, scheduled, weekly
 from tests.agentctl import (
     CORE,
     AgentProcess,
@@ -302,7 +302,7 @@ def test_weekly_batch_runs_once_on_sqlite(tmp_path):
 def test_the_scheduler_builds_last_weeks_batch(pg_url, tmp_path):
     group = unique_name("g")
     settings, store, queue = _weekly_store(pg_url, tmp_path, group)
-    judging = JudgmentJobs(settings, queue, Qrels(store), 10).start()
+    judging = JudgmentJobs(settings, queue, Qrels(store), 10, weekly=scheduled).start()
     try:
         # The real job, fired now rather than next Monday at 06:00.
         judging.scheduler.modify_job("weekly-batch", next_run_time=datetime.now(UTC))

@@ -25,6 +25,7 @@ from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES, Queue
 from agent.io.background.judgment import JudgmentJobs
 from agent.io.settings.agent import load
+from agent.jobs.batch import scheduled
 from agent.io.store.database import Store
 from tests.core.test_sampler import cand
 from tests.hostile_http import HostileServer
@@ -161,7 +162,7 @@ def test_no_failure_path_prints_or_writes_a_secret(run):
             settings = load(config)
             with_candidates(settings.store.url)
             store = Store(settings.store.url, None, (*TABLES, *QRELS))
-            judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=1)
+            judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=1, weekly=scheduled)
             judging.weekly()
             store.close()
             assert judging.failures == 1, name

@@ -6,13 +6,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from kafka import TopicPartition
 
 from agent.core.config import CoreConfig
 from agent.core.drift import freeze
 from agent.core.drift.days import DriftConfig
 from agent.core.state import PartitionState
+from agent.io.features import Wiring
+from agent.io.features.drift import Drift
 from agent.io.store.drift import TABLES, DriftStore
-from agent.io.settings.agent import KafkaSettings
+from agent.io.settings.agent import Settings
 from agent.io.store.database import Store
 from agent.ownership import Ownership
 from agent.synth import ScheduledIncident, generate
@@ -26,10 +29,15 @@ def drift(url):
         yield DriftStore(store)
 
 
+TP = TopicPartition("t", 0)
+
+
 def ownership(drift: DriftStore) -> Ownership:
     """The partitions' side of Ownership only: no broker is touched by what is tested here."""
-    return Ownership(KafkaSettings(), CoreConfig(), drift.store, None, None, None, None, drift=DriftConfig(),
-                     drift_store=drift)
+    settings = Settings()  # drift on
+    feature = Drift(Wiring(settings, drift.store, None))
+    return Ownership(settings=settings, store=drift.store, consumer=None, letters=None, tracer=None, budget=None,
+                     features=[feature])
 
 
 def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(drift):
@@ -37,10 +45,10 @@ def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(
     baseline = freeze(days, "vocab")
     drift.save_baseline(baseline)
     parts = ownership(drift)
-    before = parts._state()
+    before = parts._state(TP)
     assert before.baseline is None and before.drift.queries is None  # no baseline yet: its own vocabulary
     parts.use_baseline(baseline)
-    first, second = parts._state(), parts._state()
+    first, second = parts._state(TP), parts._state(TP)
     assert first.baseline is second.baseline and first.baseline.version == baseline.version
     assert first.drift.queries == baseline.queries
     # the same answer on every partition: a term of the baseline is known, a new one is new to both
