@@ -2,7 +2,8 @@
 
 Two checks: every `import` statement in agent/core/**/*.py names only the stdlib
 allow-list, numpy, sklearn, msgspec or agent.core; and importing every core
-module in a fresh interpreter pulls in none of the I/O libraries.
+module in a fresh interpreter pulls in none of the I/O libraries. The arrows
+between the other parts of the package are tests/test_layers.py's.
 """
 
 from __future__ import annotations
