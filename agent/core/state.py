@@ -63,11 +63,10 @@ class PartitionState:
         }
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
         self.metrics = MetricFamilies(config, self.labels)
-        built = [*features, *(c.partition() for c in configs.values() if c is not None)]
-        self.features: dict[str, Feature] = {f.name: f for f in built}
-        unknown = [name for name, c in configs.items() if c is not None and name not in self.features]
-        if unknown or len(self.features) != len(built):
-            raise TypeError(f"features named twice or not by their names: {sorted(configs)}")
+        made = {name: c.partition() for name, c in configs.items() if c is not None}
+        if any(f.name != name for name, f in made.items()):
+            raise TypeError(f"a configuration not given by its feature's name: {sorted(made)}")
+        self.features: dict[str, Feature] = {f.name: f for f in (*features, *made.values())}
         self.observers = (self.metrics.observe, *(f.observe for f in self.features.values()))
 
     def __getattr__(self, name: str) -> Feature:
