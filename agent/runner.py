@@ -41,7 +41,7 @@ SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after 
 
 
 class Agent:
-    def __init__(self, *, settings: Settings, store: Store, latest: Latest, tracer: Tracer, kafka: Clients,
+    def __init__(self, *, settings: Settings, store: Store, latest: Latest, tracer: Tracer, clients: Clients,
                  features: Sequence[Feature] = ()):
         self.kafka = settings.kafka
         self.core = settings.core()
@@ -50,9 +50,9 @@ class Agent:
         self.store = store
         self.latest = latest
         self.tracer = tracer
-        self.consumer = kafka.consumer
-        self.letters = DeadLetters(kafka.producer, self.kafka.dead_letter_topic)
-        self.client_id = kafka.client_id or f"ragdrift-{socket.gethostname()}"
+        self.consumer = clients.consumer
+        self.letters = DeadLetters(clients.producer, self.kafka.dead_letter_topic)
+        self.client_id = clients.client_id or f"ragdrift-{socket.gethostname()}"
         self.exposition = Exposition(self.core, self.metrics.top_n)
         self.features = features
         self.parts = Ownership(settings=settings, store=store, consumer=self.consumer, letters=self.letters,

@@ -75,7 +75,7 @@ def build(settings: Settings, tracer_provider=None) -> Running:
         for collector in feature.collectors():
             registry.register(collector)
     agent = Agent(settings=settings, store=store, latest=latest, tracer=tracer_provider.get_tracer("ragdrift"),
-                  kafka=broker.Clients(consumer, producer, client_id), features=features)
+                  clients=broker.Clients(consumer, producer, client_id), features=features)
     m = settings.metrics
     server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
     server.start()
