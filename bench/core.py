@@ -80,9 +80,8 @@ def checkpointed(state: PartitionState) -> Step:
         state.process(line)
         count += 1
         if count % CHECKPOINT_EVERY == 0:
-            state.judging.take()
-            if state.drift is not None:
-                state.drift.take()
+            for feature in state.features.values():
+                feature.take()
 
     return step
 
