@@ -1,0 +1,77 @@
+"""A feature plugs into a partition's state and outbox through the protocol alone (agent/core/feature.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.core.config import CoreConfig
+from agent.core.drift.days import DriftConfig
+from agent.core.partitions import Outbox, Owned, flush_due
+from agent.core.state import PartitionState
+from agent.synth import generate
+
+
+class Added(dict):
+    def absorb(self, taken: dict) -> None:
+        for key, n in taken.items():
+            self[key] = self.get(key, 0) + n
+
+
+class PerVersion:
+    """Events per (app label, pipeline version): the shape of a release gate's counts."""
+
+    name = "versions"
+
+    def __init__(self, flush_at: int = 10**9):
+        self.counts: dict = {}
+        self.flush_at = flush_at
+
+    def observe(self, facts, ctx) -> None:
+        pipeline = facts.event.pipeline
+        key = (ctx.app, pipeline.version if pipeline is not None else None)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def take(self) -> dict:
+        counts, self.counts = self.counts, {}
+        return counts
+
+    def outbox(self) -> Added:
+        return Added()
+
+    def flush_due(self, held: Added) -> bool:
+        return sum(held.values()) + sum(self.counts.values()) >= self.flush_at
+
+
+LINES = list(generate(300, seed=3))
+
+
+def test_a_new_feature_is_fed_taken_and_held_across_a_failed_checkpoint():
+    feature = PerVersion()
+    state = PartitionState(CoreConfig(), features=[feature])
+    box = Outbox()
+    for line in LINES[:100]:
+        state.process(line)
+    box.take(state)  # a checkpoint that fails: the slot keeps its counts
+    for line in LINES[100:]:
+        state.process(line)
+    box.take(state)
+    assert state.versions is feature and sum(box.versions.values()) == len(LINES)
+    assert sum(state.totals().values()) > 0  # the metric families saw the same events
+    box.clear()
+    assert box.versions == {}
+
+
+def test_a_feature_may_call_for_a_checkpoint():
+    owned = Owned.fresh(PartitionState(CoreConfig(), features=[PerVersion(flush_at=50)]), 0)
+    for line in LINES[:49]:
+        owned.state.process(line)
+    assert not flush_due(owned)
+    owned.state.process(LINES[49])
+    assert flush_due(owned)
+
+
+def test_a_configuration_is_given_by_its_feature_s_name():
+    with pytest.raises(TypeError):
+        PartitionState(CoreConfig(), judging=DriftConfig())
+    with pytest.raises(AttributeError):
+        PartitionState(CoreConfig()).drift  # noqa: B018 - off: no such feature
