@@ -35,7 +35,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import yaml
@@ -60,6 +60,8 @@ INVALID_RATE = 0.02
 FIXTURE_EVERY = 16  # one line of tests/data/events/invalid every this many lines
 MAX_BYTES = 1 << 16  # the replay's and the agent's message limit: one line is made larger
 WRITE_DELAY_MS = 2000  # a record's Kafka timestamp: its line's nominal time plus this
+EARLY_EVERY, EARLY_MS = 211, 2 * 3600 * 1000  # every 211th record is written 2 h before its event: a future event
+LATE_EVENTS, LATE_FROM, LATE_EVERY = 20, 1000, 40  # events of 10 minutes before the start, inserted late
 WEEKS = ("2026-W09", "2026-W10")
 
 # -- the agent ---------------------------------------------------------------
@@ -70,7 +72,7 @@ WAIT_SECONDS = 90
 
 
 def traffic() -> list[bytes]:
-    """The synthetic traffic, with every one-message invalid fixture and one too-large line mixed in."""
+    """The synthetic traffic, with every one-message invalid fixture, one too-large line and late events mixed in."""
     lines = list(synth.generate(EVENTS, SEED, START, RATE, [synth.parse_incident(i) for i in INCIDENTS], INVALID_RATE))
     extra = [_one_line(p.read_bytes()) for p in sorted(INVALID.glob("*.json")) if p.name != "expected.json"]
     extra = [line for line in extra if line.strip()]  # an empty message is no JSON Lines line
@@ -78,6 +80,9 @@ def traffic() -> list[bytes]:
     extra.append(valid[:-1] + b', "padding": "' + b"x" * MAX_BYTES + b'"}')
     for n, line in enumerate(extra, 1):
         lines.insert(n * FIXTURE_EVERY, line)
+    late = synth.generate(LATE_EVENTS, SEED + 2, START - timedelta(minutes=10), RATE)
+    for n, line in enumerate(late):
+        lines.insert(LATE_FROM + n * LATE_EVERY, line)
     return lines
 
 
@@ -91,7 +96,9 @@ def partition_of(n: int) -> int:
 
 
 def timestamp_ms(n: int) -> int:
-    return int(START.timestamp() * 1000) + WRITE_DELAY_MS + int(n * 1000 / RATE)
+    """A record's Kafka timestamp: its line's nominal time, or long before it for a few (future events)."""
+    written = int(START.timestamp() * 1000) + WRITE_DELAY_MS + int(n * 1000 / RATE)
+    return written - EARLY_MS if n % EARLY_EVERY == 0 else written
 
 
 # -- normalization: every change to what the code wrote ------------------------
