@@ -7,16 +7,20 @@ seed, fixed event times, fixed Kafka timestamps), and writes:
 - ``traffic.txt``: the traffic's line count and sha256 (the input itself);
 - ``replay.json``, ``replay-sample.json``: `ragdrift replay --format json`,
   without and with ``--sample`` (a fixed judgment salt);
-- ``store/<table>.jsonl`` (its columns, then one sorted row a line): every ``ragdrift_*`` table of the SQLite store a
-  real agent filled from the traffic on a 3-partition topic (records put on
-  partitions by their line number), after a clean stop and the batches;
+- ``store/<table>.jsonl``: every ``ragdrift_*`` table of the SQLite store
+  a real agent filled from the traffic on a 3-partition topic (records put
+  on partitions by their line number), after a clean stop, the batches and
+  the baseline: its columns, then its rows, one a line, sorted;
 - ``batches/<week>/<file>``: `ragdrift batch build` of each week, and
   ``batches/files.txt`` with each file's mode;
 - ``metrics.txt``: the agent's /metrics once everything is consumed and
-  checkpointed.
+  checkpointed;
+- ``baseline.json``, ``drift.json``: `ragdrift baseline show` of a baseline
+  frozen from the first day's stored counts, `ragdrift drift` of the second.
 
-`NORMALIZE` lists every change made to what the code wrote: wall-clock times,
-the run's temporary directory, and metrics that depend on process timing.
+The section "normalization" below names every change made to what the code
+wrote (wall-clock times, the run's directory, the broker's topic id, metrics
+of the process or its timing); everything else is compared byte for byte.
 
 Re-record (only when behaviour is meant to change, and say so in the commit)::
 
@@ -63,6 +67,7 @@ WRITE_DELAY_MS = 2000  # a record's Kafka timestamp: its line's nominal time plu
 EARLY_EVERY, EARLY_MS = 211, 2 * 3600 * 1000  # every 211th record is written 2 h before its event: a future event
 LATE_EVENTS, LATE_FROM, LATE_EVERY = 20, 1000, 40  # events of 10 minutes before the start, inserted late
 WEEKS = ("2026-W09", "2026-W10")
+DAYS = ("2026-03-01", "2026-03-02")
 
 # -- the agent ---------------------------------------------------------------
 TOPIC, DLQ, GROUP = "retrievals", "retrievals.dlq", "golden"
@@ -102,6 +107,9 @@ def timestamp_ms(n: int) -> int:
 
 
 # -- normalization: every change to what the code wrote ------------------------
+
+# Store blobs of JSON (states, candidates, drift counts) are decoded and dumped
+# again with sorted keys, one row a line (`dump_table`).
 
 # Store columns holding wall-clock times: dropped.
 VOLATILE_COLUMNS = {
@@ -201,6 +209,7 @@ def record(out: Path, work: Path, tansu: str) -> None:
     finally:
         broker.stop()
     _batches(out, work, config_path)
+    _drift(out, config_path)
     db = sqlite3.connect(work / "store.db")
     try:
         tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ragdrift%'")]
@@ -280,6 +289,13 @@ def _batches(out: Path, work: Path, config: Path) -> None:
             target.write_bytes(path.read_bytes())
             modes.append(f"{week}/{name} {stat.filemode(path.stat().st_mode)}")
     (out / "batches" / "files.txt").write_text("\n".join(modes) + "\n")
+
+
+def _drift(out: Path, config: Path) -> None:
+    """Freeze the first day's counts into a baseline; judge the second day against it."""
+    _ragdrift("baseline", "freeze", "--config", str(config), "--name", "golden", "--from", DAYS[0], "--to", DAYS[0])
+    (out / "baseline.json").write_text(_ragdrift("baseline", "show", "golden", "--config", str(config), "--format", "json"))
+    (out / "drift.json").write_text(_ragdrift("drift", "--config", str(config), "--day", DAYS[1], "--format", "json"))
 
 
 def main(argv: list[str] | None = None) -> int:
