@@ -35,10 +35,12 @@ import argparse
 import hashlib
 import json
 import re
+import shutil
 import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -121,8 +123,10 @@ VOLATILE_COLUMNS = {
     "ragdrift_qrels": {"imported_at"},
     "ragdrift_calibrations": {"fitted_at"},
 }
-# The broker's id of the topic: a new UUID for every topic created.
-TOPIC_ID = ("ragdrift_checkpoints", "topic_id")
+# Store values that name one run's things: replaced by a placeholder.
+VOLATILE_VALUES = {
+    ("ragdrift_checkpoints", "topic_id"): "<topic id>",  # the broker's id of the topic: a new UUID for each topic
+}
 # Metric families that tell of the process, not of the events. (The rolling
 # windows and this week's judgment candidates are relative to the clock's now:
 # for traffic this old they are always empty, so their absence is kept.)
@@ -165,15 +169,16 @@ def dump_table(db: sqlite3.Connection, table: str, tmp: str) -> str:
     rows = []
     for values in cursor:
         row = {c: _value(v, tmp) for c, v in zip(columns, values) if c not in drop}
-        if (table, "topic_id") == TOPIC_ID and row.get("topic_id") is not None:
-            row["topic_id"] = "<topic id>"
+        for (where, column), placeholder in VOLATILE_VALUES.items():
+            if where == table and row.get(column) is not None:
+                row[column] = placeholder
         rows.append(row)
     lines = sorted(json.dumps(row, sort_keys=True, ensure_ascii=False) for row in rows)
     return "\n".join([json.dumps([c for c in columns if c not in drop]), *lines]) + "\n"
 
 
 def _value(value, tmp: str):
-    """A column's value as JSON: blobs of JSON decoded (keys sorted when dumped), paths under the run's directory relative."""
+    """A column's value as JSON: a blob of JSON decoded, the run's directory in a path as `TMP`."""
     if isinstance(value, bytes):
         try:
             return {"json": json.loads(value)}
@@ -193,7 +198,8 @@ def record(out: Path, work: Path, tansu: str) -> None:
     lines = traffic()
     data = work / "traffic.jsonl"
     data.write_bytes(b"".join(line + b"\n" for line in lines))
-    (out / "traffic.txt").write_text(f"lines {len(lines)}\nsha256 {hashlib.sha256(data.read_bytes()).hexdigest()}\n")
+    digest = hashlib.sha256(data.read_bytes()).hexdigest()
+    (out / "traffic.txt").write_text(f"lines {len(lines)}\nsha256 {digest}\n")
     broker = Tansu(binary=tansu).start()
     try:
         broker.create_topic(TOPIC, PARTITIONS)
@@ -205,14 +211,16 @@ def record(out: Path, work: Path, tansu: str) -> None:
         config_path.write_text(yaml.safe_dump(config))
         _replays(out, data, config_path)
         ends = _produce(broker.bootstrap, lines)
-        (out / "metrics.txt").write_text(normalize_metrics(_run_agent(config, work / "store.db", ends, len(lines))))
+        metrics = _run_agent(config, work / "store.db", ends, len(lines))
+        (out / "metrics.txt").write_text(normalize_metrics(metrics))
     finally:
         broker.stop()
     _batches(out, work, config_path)
     _drift(out, config_path)
     db = sqlite3.connect(work / "store.db")
     try:
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ragdrift%'")]
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                  if r[0].startswith("ragdrift_")]
         (out / "store").mkdir(exist_ok=True)
         for table in sorted(tables):
             (out / "store" / f"{table}.jsonl").write_text(dump_table(db, table, str(work)))
@@ -270,7 +278,8 @@ def _checkpointed(db: Path) -> dict[int, int]:
         return {}
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         try:
-            return dict(conn.execute('SELECT "partition", next_offset FROM ragdrift_checkpoints WHERE topic = ?', (TOPIC,)))
+            query = 'SELECT "partition", next_offset FROM ragdrift_checkpoints WHERE topic = ?'
+            return dict(conn.execute(query, (TOPIC,)))
         except sqlite3.OperationalError:  # the agent has not created its tables yet
             return {}
 
@@ -294,7 +303,8 @@ def _batches(out: Path, work: Path, config: Path) -> None:
 def _drift(out: Path, config: Path) -> None:
     """Freeze the first day's counts into a baseline; judge the second day against it."""
     _ragdrift("baseline", "freeze", "--config", str(config), "--name", "golden", "--from", DAYS[0], "--to", DAYS[0])
-    (out / "baseline.json").write_text(_ragdrift("baseline", "show", "golden", "--config", str(config), "--format", "json"))
+    shown = _ragdrift("baseline", "show", "golden", "--config", str(config), "--format", "json")
+    (out / "baseline.json").write_text(shown)
     (out / "drift.json").write_text(_ragdrift("drift", "--config", str(config), "--day", DAYS[1], "--format", "json"))
 
 
@@ -305,9 +315,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.write and args.out is None:
         parser.error("give --write or --out DIR")
-    import shutil
-    import tempfile
-
     out = GOLDEN if args.write else args.out
     if args.write:
         shutil.rmtree(out, ignore_errors=True)
