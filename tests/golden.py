@@ -229,7 +229,9 @@ def record(out: Path, work: Path, tansu: str) -> None:
 
 
 def _ragdrift(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True, check=False)
+    # A fixed umask: the batch files' modes are then the code's own, whatever the shell's umask.
+    done = subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True, check=False,
+                          umask=0o022)
     if done.returncode != 0:
         raise RuntimeError(f"ragdrift {' '.join(args)} exited {done.returncode}:\n{done.stderr.decode()}")
     return done.stdout.decode()

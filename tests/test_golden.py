@@ -10,6 +10,8 @@ import pytest
 
 from tests.golden import GOLDEN, record
 
+pytestmark = pytest.mark.broker
+
 ARTEFACTS = sorted(str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob("*") if p.is_file())
 SHOWN = 40  # diff lines shown per artefact
 WIDTH = 400  # characters shown per line
