@@ -1,0 +1,63 @@
+"""The comparison report as text: a plain table for a terminal, Markdown for a CI job's summary."""
+
+from __future__ import annotations
+
+
+def render(report: dict, *, markdown: bool) -> str:
+    lines = [f"verdict: {report['verdict']}"]
+    lines += [f"  - {reason}" for reason in report["reasons"]]
+    lines += ["", "thresholds: " + ", ".join(f"{key} {_plain(value)}" for key, value in report["thresholds"].items())]
+    lines += ["", "versions:"] + [f"  {name}: " + ", ".join(f"{key} {_plain(value)}" for key, value in found.items())
+                                  for name, found in report["versions"].items()]
+    sets = report["queries"]
+    lines += ["", f"queries compared: {sets['compared']}"] + [
+        f"  {name}: {found['count']}" + (f" (e.g. {', '.join(found['sample'])})" if found["sample"] else "")
+        for name, found in sets.items() if name != "compared"]
+    columns = ("metric", "n", "a", "b", "delta", "low", "high", "margin", "outcome")
+    lines += ["", "metrics (delta = candidate - baseline, paired bootstrap interval):"]
+    lines += _table(columns, [{**row, "metric": row["metric"] + ("" if row["gated"] else " (not gated)")}
+                              for row in report["metrics"]], markdown)
+    if report["slices"]:
+        lines += ["", "slices:"]
+        lines += _table(("dimension", "label", *columns), report["slices"], markdown)
+    lines += ["", "hard gates:"]
+    lines += _table(("gate", "max", "baseline", "candidate", "new", "counted", "outcome"), report["hardGates"], markdown)
+    for row in report["hardGates"]:
+        for example in row.get("examples", []):
+            lines.append(f"  {row['gate']}: " + ", ".join(f"{key} {value}" for key, value in example.items()))
+    worst = report["worst"]
+    for name in ("losses", "wins"):
+        lines += ["", f"worst {name} by {worst['metric']}:"]
+        lines += _table(("query", "a", "b", "delta", "labels"), worst[name], markdown) if worst[name] else ["  none"]
+    latency = report["latency"]
+    lines += ["", "latency: " + ("not in the runs" if latency is None else
+                                 f"{latency['n']} queries, " + ", ".join(
+                                     f"{p} {latency[p]['a']:.1f} -> {latency[p]['b']:.1f} ms ({latency[p]['delta']:+.1f})"
+                                     for p in ("p50", "p95")))]
+    return "\n".join(lines)
+
+
+def _table(columns: tuple[str, ...], rows: list[dict], markdown: bool) -> list[str]:
+    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    if markdown:
+        return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + [
+            "| " + " | ".join(row) + " |" for row in cells]
+    widths = [max([len(column)] + [len(row[i]) for row in cells]) for i, column in enumerate(columns)]
+    return ["  " + "  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip()
+            for row in [list(columns), *cells]]
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:+.4f}" if value < 0 else f"{value:.4f}"
+    if isinstance(value, dict):
+        return ",".join(f"{key}={label}" for key, label in value.items()) or "-"
+    return str(value)
+
+
+def _plain(value) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "none"
+    return "-" if value is None else str(value)
