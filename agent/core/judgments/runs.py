@@ -1,10 +1,10 @@
 """A run with what each result was: the JSON run format that carries access and freshness facts.
 
 `{"format": "ragdrift.run.v1", "config": ..., "corpus": ..., "queries": {query: {...}}}`,
-each query `{"results": [...], "groups": [...], "latency_ms": ...}` (only `results`
+each query `{"results": [...], "principal_groups": [...], "latency_ms": ...}` (only `results`
 required), each result a doc id or `{"doc": id, "authorized": bool, "acl": [group],
 "stale": bool}` (only `doc` required). A result is unauthorized when `authorized` is
-false, or when it has a non-empty `acl` disjoint from the query's `groups` (the
+false, or when it has a non-empty `acl` disjoint from the query's `principal_groups` (the
 agent's own rule); stale when `stale` is true. Any other text is a plain run
 (agent/core/judgments/formats.py), without facts. Hostile input: every problem is
 a `FormatError` naming the query, and an unknown key is refused rather than ignored,
@@ -21,7 +21,7 @@ from agent.core.judgments.untrusted import first_repeat, loads, shown
 
 FORMAT = "ragdrift.run.v1"
 _TOP = {"format", "config", "corpus", "queries"}
-_QUERY = {"results", "groups", "latency_ms"}
+_QUERY = {"results", "principal_groups", "latency_ms"}
 _RESULT = {"doc", "authorized", "acl", "stale"}
 
 
@@ -72,11 +72,11 @@ def _facts_run(data: dict, reject_duplicates: bool) -> Run:
         if not isinstance(entry, dict):
             raise FormatError(None, f"{where}: expected {{results: [...]}}, got {shown(entry)}")
         _keys(entry, _QUERY, where)
-        results, groups = entry.get("results"), entry.get("groups", [])
+        results, groups = entry.get("results"), entry.get("principal_groups", [])
         if not isinstance(results, list):
             raise FormatError(None, f"{where}: results must be a list")
         if not _texts(groups):
-            raise FormatError(None, f"{where}: groups must be a list of texts")
+            raise FormatError(None, f"{where}: principal_groups must be a list of texts")
         if "latency_ms" in entry:
             value = entry["latency_ms"]
             if not _number(value) or value < 0:
