@@ -107,6 +107,11 @@ def test_the_table_prints_every_threshold_and_markdown_renders(tmp_path, capsys,
     assert status == 1 and "| metric | n | a | b | delta | low | high | margin | outcome |" in out
 
 
+def test_help_names_the_exit_statuses(capsys):
+    status, out, _ = run(capsys, "compare", "--help")
+    assert status == 0 and out.startswith("usage: ragdrift compare") and "Exit status 0 pass, 1 fail" in " ".join(out.split())
+
+
 def test_different_query_sets_are_reported_and_compared_on_the_intersection(tmp_path, capsys, files):
     b = traffic.run()
     dropped = sorted(b["queries"])[:40]

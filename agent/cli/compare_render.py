@@ -27,7 +27,7 @@ def render(report: dict, *, markdown: bool) -> str:
             lines.append(f"  {row['gate']}: " + ", ".join(f"{key} {value}" for key, value in example.items()))
     worst = report["worst"]
     for name in ("losses", "wins"):
-        lines += ["", f"worst {name} by {worst['metric']}:"]
+        lines += ["", f"largest {name} by {worst['metric']}:"]
         lines += _table(("query", "a", "b", "delta", "labels"), worst[name], markdown) if worst[name] else ["  none"]
     latency = report["latency"]
     lines += ["", "latency: " + ("not in the runs" if latency is None else
@@ -58,6 +58,8 @@ def _cell(value) -> str:
 
 
 def _plain(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()  # as the gate file spells it
     if isinstance(value, list):
         return ",".join(map(str, value)) or "none"
     return "-" if value is None else str(value)

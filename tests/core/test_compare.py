@@ -143,7 +143,8 @@ def test_the_gate_file():
                       COMPARED)
     assert (gate.metrics, gate.margin_factor, gate.slice_dimensions, gate.require_facts) == (("nDCG",), 2.0, ("app",), True)
     for text, message in [('{"max_stale": 0}', "unknown key 'max_stale'"), ('{"seed": -1}', "seed must be an integer >= 0"),
-                          ('{"level": 1.5}', "level must be between 0 and 1"), ("[1]", "a gate file is a JSON object"),
+                          ('{"level": 1.5}', "level must be between 0 and 1"),
+                          ('{"resamples": 1000000000}', "resamples must be from 100 to 100000"), ("[1]", "a gate file is a JSON object"),
                           ('{"worst": 1, "worst": 2}', "key 'worst' appears twice"), ("{", "line 1: not JSON"),
                           ('{"require_facts": 1}', "require_facts must be true or false")]:
         with pytest.raises(GateError, match=message):

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from agent.core.judgments.untrusted import loads, shown
 
 GATED = ("precision", "evidenceGroupRecall", "nDCG", "zeroResult")
+MAX_RESAMPLES = 100_000  # each interval holds resamples x queries draws in memory
 
 
 class GateError(ValueError):
@@ -60,8 +61,8 @@ def parse_gate(text: str, known_metrics: tuple[str, ...]) -> Gate:
     gate = Gate(**values)
     if not 0 < gate.level < 1:
         raise GateError(f"level must be between 0 and 1, got {gate.level!r}")
-    if gate.resamples < 100:
-        raise GateError(f"resamples must be at least 100, got {gate.resamples}")
+    if not 100 <= gate.resamples <= MAX_RESAMPLES:
+        raise GateError(f"resamples must be from 100 to {MAX_RESAMPLES}, got {gate.resamples}")
     return gate
 
 
