@@ -156,3 +156,16 @@ def test_not_enough_data_without_facts_the_gate_requires():
     assert found["verdict"] == "not enough data"
     assert found["reasons"] == ["unauthorized: the runs carry no such facts (require_facts)",
                                 "newStale: the runs carry no such facts (require_facts)"]
+
+
+def test_an_interval_reaching_past_the_margin_is_not_enough_data():
+    """40 queries, half answered by the baseline; the candidate loses 6 of them: a drop of 0.15 whose
+    interval holds both the baseline's own spread (m about 0.16) and less."""
+    qrels = {f"q{i}": {"d": 3} for i in range(40)}
+    a = Run({f"q{i}": ["d"] if i < 20 else ["x"] for i in range(40)})
+    b = Run({f"q{i}": ["d"] if 6 <= i < 20 else ["x"] for i in range(40)})
+    found = compare(Inputs(qrels, a, b, 1, SEED, Gate(metrics=("precision",))))
+    row = rows(found)["precision"]
+    assert row["delta"] == pytest.approx(-0.15) and row["low"] < -row["margin"] < row["high"]
+    assert (row["outcome"], found["verdict"]) == (INCONCLUSIVE, "not enough data")
+    assert found["reasons"][0].startswith("precision: interval -0.")
