@@ -13,8 +13,8 @@ def add_parser(commands) -> None:
     evaluate = commands.add_parser(
         "evaluate", help="score an offline run against qrels: precision, recall, MRR, hit rate, nDCG at K",
         description="QRELS: JSON {query: {doc: grade}} or TREC qrels lines (qid iter docno rel). "
-                    "RUN: JSON {query: [doc, ...]} or TREC run lines (qid Q0 docno rank score tag), "
-                    "ordered by score as trec_eval does.",
+                    "RUN: JSON {query: [doc, ...]}, TREC run lines (qid Q0 docno rank score tag), "
+                    "ordered by score as trec_eval does, or the ragdrift.run.v1 JSON run with facts.",
     )
     evaluate.add_argument("qrels", metavar="QRELS", help="the graded judgments")
     evaluate.add_argument("run", metavar="RUN", help="the ranked results")
@@ -32,7 +32,8 @@ def add_parser(commands) -> None:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from agent.core.judgments import METRICS, evaluate, policy_of
-    from agent.core.judgments.formats import FormatError, parse_qrels, parse_run
+    from agent.core.judgments.formats import FormatError, parse_qrels
+    from agent.core.judgments.runs import parse_any_run
 
     if args.k < 1:
         raise UsageError(f"K must be at least 1, got {args.k}")
@@ -41,7 +42,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     except FormatError as exc:
         raise UsageError(f"{args.qrels}: {exc}") from None
     try:
-        run = parse_run(_read(args.run), reject_duplicates=args.duplicates == "reject")
+        run = parse_any_run(_read(args.run), reject_duplicates=args.duplicates == "reject").ranking
     except FormatError as exc:
         raise UsageError(f"{args.run}: {exc}") from None
     policy = policy_of(args.policy, threshold=args.relevance_threshold, gain=args.gain, duplicates=args.duplicates)

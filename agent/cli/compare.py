@@ -1,0 +1,105 @@
+"""`ragdrift compare QRELS RUN_A RUN_B K`: the release gate, a candidate run against a baseline over the same qrels."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+
+from agent.cli.common import UsageError, progress
+from agent.cli.evaluate import _read
+
+
+def add_parser(commands) -> None:
+    compare = commands.add_parser(
+        "compare", help="gate a retrieval change: a candidate run against a baseline, query by query",
+        description="Paired differences with bootstrap intervals, slices, hard gates (unauthorized, stale, "
+                    "evidence) and a verdict. Exit status 0 pass, 1 fail or not enough data, 2 bad input.",
+    )
+    compare.add_argument("qrels", metavar="QRELS", help="the graded judgments (as for evaluate)")
+    compare.add_argument("run_a", metavar="RUN_A", help="the baseline run")
+    compare.add_argument("run_b", metavar="RUN_B", help="the candidate run")
+    compare.add_argument("k", metavar="K", type=int, help="the cutoff")
+    compare.add_argument("--policy", choices=("seed", "trec"), default="seed", help="metric conventions, as for evaluate")
+    compare.add_argument("--slices", metavar="FILE", help="JSON {query: {dimension: label}}")
+    compare.add_argument("--evidence", metavar="FILE", help="JSON {query: [[doc, ...], ...]}: evidence groups")
+    compare.add_argument("--gate", metavar="FILE", help="JSON thresholds (docs/judgments.md lists keys and defaults)")
+    compare.add_argument("--format", choices=("table", "json", "md"), default="table")
+    compare.set_defaults(handler=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from agent.cli.compare_render import render
+    from agent.core.compare import COMPARED, PASSED, Gate, GateError, Inputs, compare, parse_gate
+    from agent.core.judgments import policy_of
+    from agent.core.judgments.formats import FormatError, parse_qrels
+    from agent.core.judgments.runs import parse_any_run
+
+    if args.k < 1:
+        raise UsageError(f"K must be at least 1, got {args.k}")
+    texts = {name: _read(path) for name, path in (("qrels", args.qrels), ("a", args.run_a), ("b", args.run_b))}
+    try:
+        qrels = parse_qrels(texts["qrels"])
+    except FormatError as exc:
+        raise UsageError(f"{args.qrels}: {exc}") from None
+    runs = {}
+    for name, path in (("a", args.run_a), ("b", args.run_b)):
+        try:
+            runs[name] = parse_any_run(texts[name], reject_duplicates=True)
+        except FormatError as exc:
+            raise UsageError(f"{path}: {exc}") from None
+    gate = Gate()
+    if args.gate:
+        try:
+            gate = parse_gate(_read(args.gate), COMPARED)
+        except GateError as exc:
+            raise UsageError(f"{args.gate}: {exc}") from None
+    versions = {"qrels": _version(args.qrels, texts["qrels"])}
+    for name, path in (("a", args.run_a), ("b", args.run_b)):
+        versions[name] = {**_version(path, texts[name]), "config": runs[name].config, "corpus": runs[name].corpus}
+    inputs = Inputs(qrels, runs["a"], runs["b"], args.k, policy_of(args.policy), gate,
+                    _labels(args.slices) if args.slices else {}, _groups(args.evidence) if args.evidence else {}, versions)
+    with progress() as bar:
+        report = compare(inputs, lambda: bar.update(1))
+    print(json.dumps(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))
+    return 0 if report["verdict"] == PASSED else 1
+
+
+def _version(path: str, text: str) -> dict:
+    return {"file": path, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]}
+
+
+def _json(path: str):
+    from agent.core.judgments.untrusted import loads
+
+    try:
+        return loads(_read(path).removeprefix("\ufeff"))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: line {exc.lineno}: not JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def _labels(path: str) -> dict[str, dict[str, str]]:
+    from agent.core.judgments.untrusted import shown
+
+    data = _json(path)
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a slices file maps each query to {{dimension: label}}")
+    for query, labels in data.items():
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            raise UsageError(f"{path}: query {shown(query)}: expected {{dimension: label}} with text labels")
+    return data
+
+
+def _groups(path: str) -> dict[str, list[list[str]]]:
+    from agent.core.judgments.untrusted import shown
+
+    data = _json(path)
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: an evidence file maps each query to a list of groups (lists of doc ids)")
+    for query, groups in data.items():
+        if not isinstance(groups, list) or not all(
+                isinstance(g, list) and g and all(isinstance(d, str) for d in g) for g in groups):
+            raise UsageError(f"{path}: query {shown(query)}: expected a list of non-empty lists of doc ids")
+    return data

@@ -1,0 +1,50 @@
+"""The JSON run with facts: what makes a result unauthorized or stale, and what stays a plain run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.core.judgments.formats import FormatError
+from agent.core.judgments.runs import Run, Served, parse_any_run
+
+
+def facts_run(queries: dict, **top) -> str:
+    return json.dumps({"format": "ragdrift.run.v1", **top, "queries": queries})
+
+
+def test_facts_are_read_and_unknown_stays_unknown():
+    run = parse_any_run(facts_run({"q1": {
+        "results": ["d1", {"doc": "d2", "authorized": False}, {"doc": "d3", "stale": True},
+                    {"doc": "d4", "acl": ["hr"]}, {"doc": "d5", "acl": ["eng", "ops"]}, {"doc": "d6", "acl": []}],
+        "principal_groups": ["eng"], "latency_ms": 12}}, config="c1", corpus="k1"), reject_duplicates=True)
+    assert run.ranking == {"q1": ["d1", "d2", "d3", "d4", "d5", "d6"]}
+    # an acl sharing no group with the principal's is unauthorized, the agent's rule; an empty acl says nothing
+    assert run.served["q1"] == [Served("d1"), Served("d2", True), Served("d3", None, True), Served("d4", True),
+                                Served("d5", False), Served("d6")]
+    assert (run.latency_ms, run.config, run.corpus) == ({"q1": 12.0}, "c1", "k1")
+
+
+def test_plain_runs_pass_through():
+    assert parse_any_run('{"q1": ["d1"], "format": ["d2"]}', True) == Run({"q1": ["d1"], "format": ["d2"]})
+    assert parse_any_run("q1 Q0 d1 1 0.5 t\n", True) == Run({"q1": ["d1"]})
+    with pytest.raises(FormatError, match="line 2: not JSON"):
+        parse_any_run('{"format": "ragdrift.run.v1",\n', True)
+
+
+@pytest.mark.parametrize(("queries", "message"), [
+    ({"q": ["d"]}, "query 'q': expected {results: [...]}, got (a list of 1)"),
+    ({"q": {"results": "d"}}, "query 'q': results must be a list"),
+    ({"q": {"results": [], "latency_ms": -1}}, "query 'q': latency_ms must be a number >= 0, got -1"),
+    ({"q": {"results": [], "principal_groups": "eng"}}, "query 'q': principal_groups must be a list of texts"),
+    ({"q": {"results": [{"doc": "d"}, "d"]}}, "query 'q': duplicate doc id 'd'"),
+    ({"q": {"results": [{"doc": 3}]}}, "query 'q', result 1: doc must be a text, got 3"),
+    ({"q": {"results": [{"doc": "d", "stale": 1}]}}, "query 'q', result 1: stale must be true or false, got 1"),
+    ({"q": {"results": [{"doc": "d", "acl": "hr"}]}}, "query 'q', result 1: acl must be a list of texts"),
+    ({"q": {"result": []}}, "query 'q': unknown key 'result'"),
+])
+def test_a_bad_facts_run_names_the_query_and_result(queries, message):
+    with pytest.raises(FormatError) as found:
+        parse_any_run(facts_run(queries), reject_duplicates=True)
+    assert str(found.value).startswith(message)

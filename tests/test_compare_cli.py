@@ -1,0 +1,165 @@
+"""`ragdrift compare`: the release gate on runs built from generated traffic (a leak, a slice that
+regresses under a better macro figure, stale conflicts, an equivalent change), and bad input."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+
+from tests import compare_traffic as traffic
+from tests.test_cli import one_line_error, run
+
+K = "5"
+
+
+def write(path: Path, data) -> str:
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture
+def files(tmp_path):
+    return {"qrels": write(tmp_path / "qrels.json", traffic.qrels()), "a": write(tmp_path / "a.json", traffic.run()),
+            "slices": write(tmp_path / "slices.json", traffic.labels()),
+            "evidence": write(tmp_path / "evidence.json", traffic.evidence())}
+
+
+def compare(capsys, files, candidate: str, *extra: str) -> tuple[int, dict]:
+    status, out, err = run(capsys, "compare", files["qrels"], files["a"], candidate, K, "--slices", files["slices"],
+                           "--evidence", files["evidence"], *extra, "--format", "json")
+    assert status in (0, 1), err
+    return status, json.loads(out)
+
+
+def gate_of(report: dict, name: str) -> dict:
+    return next(row for row in report["hardGates"] if row["gate"] == name)
+
+
+def test_a_canary_that_leaks_fails(tmp_path, capsys, files):
+    status, report = compare(capsys, files, write(tmp_path / "b.json", traffic.run("leak", "canary")))
+    assert (status, report["verdict"]) == (1, "fail")
+    leaks = gate_of(report, "unauthorized")
+    assert leaks["outcome"] == "fail" and leaks["baseline"] == 0 and leaks["candidate"] == leaks["new"] > 0
+    assert any(reason.startswith("unauthorized: ") for reason in report["reasons"])
+    assert report["versions"]["b"]["config"] == "canary" and report["versions"]["qrels"]["sha256"]
+
+
+def test_a_regression_in_one_slice_fails_by_name_while_the_macro_figure_improves(tmp_path, capsys, files):
+    grades = traffic.qrels()
+
+    def reorder(event, results):  # the best current first; German queries: their top k upside down
+        if event.query.language == "de":
+            return results[:int(K)][::-1] + results[int(K):]
+        return sorted(results, key=lambda r: (r["stale"], -grades[event.event_id].get(r["doc"], 0)))
+
+    status, report = compare(capsys, files, write(tmp_path / "b.json", traffic.run(reorder=reorder)))
+    macro = {row["metric"]: row for row in report["metrics"]}
+    assert macro["nDCG"]["delta"] > 0 and macro["nDCG"]["low"] > 0 and macro["precision"]["outcome"] == "pass"
+    assert (status, report["verdict"]) == (1, "fail")
+    failed = {(row["dimension"], row["label"]) for row in report["slices"] if row["outcome"] == "fail"}
+    assert ("language", "de") in failed
+    assert all(label == "de" for dim, label in failed if dim == "language")
+    assert all(reason.startswith("slice ") for reason in report["reasons"])
+    assert any(reason.startswith("slice language=de: nDCG fell by") for reason in report["reasons"])
+    assert all(loss["labels"]["language"] == "de" for loss in report["worst"]["losses"])
+
+
+def test_stale_conflicts_fail(tmp_path, capsys, files):
+    status, report = compare(capsys, files, write(tmp_path / "b.json", traffic.run("stale")))
+    stale = gate_of(report, "newStale")
+    assert (status, report["verdict"], stale["outcome"]) == (1, "fail", "fail")
+    assert stale["candidate"] > stale["baseline"] and stale["new"] == stale["counted"] > 0
+    assert gate_of(report, "unauthorized")["outcome"] == "pass"
+
+
+def test_an_equivalent_change_passes(tmp_path, capsys, files):
+    grades, groups = traffic.qrels(), traffic.evidence()
+
+    def reorder(event, results):  # swaps results alike in grade, freshness and evidence: the same answer
+        def alike(r):
+            return grades[event.event_id].get(r["doc"]), r["stale"], any(r["doc"] in g for g in groups.get(event.event_id, ()))
+
+        out = list(results)
+        for i in range(len(out) - 1):
+            if alike(out[i]) == alike(out[i + 1]) and zlib.crc32(out[i]["doc"].encode()) % 2 == 0:
+                out[i], out[i + 1] = out[i + 1], out[i]
+        return out
+
+    b = traffic.run(config="equivalent", reorder=reorder)
+    assert b["queries"] != traffic.run()["queries"]
+    status, report = compare(capsys, files, write(tmp_path / "b.json", b))
+    assert (status, report["verdict"], report["reasons"]) == (0, "pass", [])
+    assert {row["gate"]: row["outcome"] for row in report["hardGates"]} == {
+        "unauthorized": "pass", "newStale": "pass", "lostEvidence": "pass"}
+    assert report["latency"]["n"] == report["queries"]["compared"] == traffic.EVENTS
+
+
+def test_the_table_prints_every_threshold_and_markdown_renders(tmp_path, capsys, files):
+    b = write(tmp_path / "b.json", traffic.run("leak"))
+    status, out, _ = run(capsys, "compare", files["qrels"], files["a"], b, K, "--slices", files["slices"])
+    assert status == 1 and out.startswith("verdict: fail\n  - unauthorized: ")
+    for key in ("margin_factor 1.0", "min_margin 0.01", "max_unauthorized 0", "min_queries 30", "resamples 2000"):
+        assert key in out
+    status, out, _ = run(capsys, "compare", files["qrels"], files["a"], b, K, "--format", "md")
+    assert status == 1 and "| metric | n | a | b | delta | low | high | margin | outcome |" in out
+
+
+def test_help_names_the_exit_statuses(capsys):
+    status, out, _ = run(capsys, "compare", "--help")
+    assert status == 0 and out.startswith("usage: ragdrift compare") and "Exit status 0 pass, 1 fail" in " ".join(out.split())
+
+
+def test_different_query_sets_are_reported_and_compared_on_the_intersection(tmp_path, capsys, files):
+    b = traffic.run()
+    dropped = sorted(b["queries"])[:40]
+    for query in dropped:
+        del b["queries"][query]
+    status, report = compare(capsys, files, write(tmp_path / "b.json", b))
+    assert report["queries"]["compared"] == traffic.EVENTS - 40
+    assert report["queries"]["onlyInBaseline"] == {"count": 40, "sample": dropped[:5]}
+    assert status == 0  # the same rankings on the queries both hold
+    status, out, _ = run(capsys, "compare", files["qrels"], files["a"], write(tmp_path / "b.json", b), K)
+    assert f"onlyInBaseline: 40 (e.g. {', '.join(dropped[:5])})" in out
+
+
+def test_disjoint_query_sets_are_not_enough_data(tmp_path, capsys, files):
+    other = write(tmp_path / "b.json", {"elsewhere": ["x"]})
+    status, report = compare(capsys, files, other)
+    assert (status, report["verdict"]) == (1, "not enough data")
+    assert "0 queries compared, fewer than min_queries 30" in report["reasons"]
+
+
+def test_bad_input_is_one_line(tmp_path, capsys, files):
+    cases = [
+        ({"max_unauthorised": 0}, None, "unknown key 'max_unauthorised'; known keys: "),
+        ({"metrics": ["precison"]}, None, "metrics: unknown metric 'precison'"),
+        ({"margin_factor": "x"}, None, "margin_factor must be a number >= 0, got 'x'"),
+        (None, {"format": "ragdrift.run.v1", "queries": {"q": {"results": [{"doc": "d", "stael": True}]}}},
+         "query 'q', result 1: unknown key 'stael'"),
+        (None, {"format": "ragdrift.run.v1", "queries": {"q": {"results": [{"doc": "d", "authorized": "yes"}]}}},
+         "query 'q', result 1: authorized must be true or false, got 'yes'"),
+        (None, {"format": "ragdrift.run.v2", "queries": {}}, "format 'ragdrift.run.v2' is not 'ragdrift.run.v1'"),
+    ]
+    for gate, candidate, message in cases:
+        b = write(tmp_path / "b.json", candidate) if candidate else files["a"]
+        flags = ("--gate", write(tmp_path / "gate.json", gate)) if gate else ()
+        status, _, err = run(capsys, "compare", files["qrels"], files["a"], b, K, *flags)
+        assert status == 2, message
+        assert message in one_line_error(err)
+    status, _, err = run(capsys, "compare", files["qrels"], files["a"], files["a"], K, "--slices",
+                         write(tmp_path / "s.json", {"q": ["app"]}))
+    assert status == 2 and "expected {dimension: label}" in one_line_error(err)
+
+
+def test_evaluate_reads_the_run_with_facts(tmp_path, capsys, files):
+    facts = traffic.run()
+    plain = write(tmp_path / "plain.json", {q: [r["doc"] for r in entry["results"]] for q, entry in facts["queries"].items()})
+    outs = []
+    for ranked in (files["a"], plain):
+        status, out, err = run(capsys, "evaluate", files["qrels"], ranked, K, "--format", "json")
+        assert status == 0, err
+        outs.append(out)
+    assert outs[0] == outs[1]
