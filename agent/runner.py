@@ -166,7 +166,7 @@ class Agent:
         links: list[Link] = []
         count = 0
         flush = False
-        with self.tracer.start_as_current_span("ragdrift.poll_batch") as span:
+        with self.tracer.start_as_current_span("ragdrift.poll") as span:
             for tp, records in polled.items():
                 owned = self.owned.get(tp)
                 if owned is None or owned.next_offset == NO_OFFSET:

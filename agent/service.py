@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from agent.io.background.periodic import new_scheduler
 from agent.io.features import Wiring, built, tables_of
-from agent.io.features.calibration import Calibration
+from agent.io.features.calibration import ScoreCalibrations
 from agent.io.features.drift import Drift
 from agent.io.features.judgment import Judgment
 from agent.io.kafka import broker
@@ -33,7 +33,7 @@ log = logging.getLogger("ragdrift.agent")
 FEATURES = (
     Judgment,
     Drift,
-    Calibration,
+    ScoreCalibrations,
 )
 
 

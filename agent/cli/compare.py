@@ -30,7 +30,7 @@ def add_parser(commands) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     from agent.cli.compare_render import render
-    from agent.core.compare import COMPARED, PASSED, Gate, GateError, Inputs, compare, parse_gate
+    from agent.core.compare import COMPARED, PASSED, GateThresholds, GateError, Inputs, compare, parse_gate
     from agent.core.judgments import policy_of
     from agent.core.judgments.formats import FormatError, parse_qrels
     from agent.core.judgments.runs import parse_any_run
@@ -48,7 +48,7 @@ def run_compare(args: argparse.Namespace) -> int:
             runs[name] = parse_any_run(texts[name], reject_duplicates=True)
         except FormatError as exc:
             raise UsageError(f"{path}: {exc}") from None
-    gate = Gate()
+    gate = GateThresholds()
     if args.gate:
         try:
             gate = parse_gate(_read(args.gate), COMPARED)

@@ -97,10 +97,10 @@ def pull_project(args: argparse.Namespace) -> int:
 
 def _tables():
     from agent.io.features import tables_of
-    from agent.io.features.calibration import Calibration
+    from agent.io.features.calibration import ScoreCalibrations
     from agent.io.features.judgment import Judgment
 
-    return tables_of((Judgment, Calibration))
+    return tables_of((Judgment, ScoreCalibrations))
 
 
 def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:

@@ -40,17 +40,17 @@ METRICS = (ESTIMATED_RELEVANT, CALIBRATED, UNCALIBRATED)
 
 
 @dataclass(frozen=True)
-class Gate:
+class ServingRule:
     """When a calibration may estimate live precision."""
 
     max_ece: float = 0.05  # cross-validated expected calibration error must be below this
     min_labels: int = 1000  # judged chunks it was fitted on (docs/judgments.md: the noise floor of the ECE)
 
 
-def status_of(calibration: ScoreFit, gate: Gate) -> str:
-    if calibration.ece is None or calibration.n < gate.min_labels:
+def status_of(calibration: ScoreFit, rule: ServingRule) -> str:
+    if calibration.ece is None or calibration.n < rule.min_labels:
         return TOO_FEW_LABELS
-    return OK if calibration.ece < gate.max_ece else ERROR_TOO_HIGH
+    return OK if calibration.ece < rule.max_ece else ERROR_TOO_HIGH
 
 
 class Active:
@@ -59,14 +59,14 @@ class Active:
 
     __slots__ = ("by_pair", "apps")
 
-    def __init__(self, calibrations: Iterable[ScoreFit] = (), gate: Gate = Gate()):
+    def __init__(self, calibrations: Iterable[ScoreFit] = (), rule: ServingRule = ServingRule()):
         newest: dict[tuple[str, str | None], ScoreFit] = {}
         for c in calibrations:
             pair = (c.app, c.pipeline_version)
             if pair not in newest or c.fitted_at > newest[pair].fitted_at:
                 newest[pair] = c
         self.by_pair: dict[tuple[str, str | None], ScoreFit | str] = {
-            pair: c if status_of(c, gate) == OK else status_of(c, gate) for pair, c in newest.items()
+            pair: c if status_of(c, rule) == OK else status_of(c, rule) for pair, c in newest.items()
         }
         self.apps = frozenset(app for app, _ in newest)
 

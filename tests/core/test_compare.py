@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from agent.core.compare import GATED, Gate, GateError, Inputs, Settings, compare, paired_interval, parse_gate
+from agent.core.compare import GATED, GateThresholds, GateError, Inputs, PairedSettings, compare, paired_interval, parse_gate
 from agent.core.compare.paired import FAIL, INCONCLUSIVE, PASS, Paired
 from agent.core.compare.queries import COMPARED
 from agent.core.judgments import SEED
@@ -26,7 +26,7 @@ def rows(report: dict) -> dict:
 
 
 def test_paired_differences_by_hand():
-    gate = Gate(min_queries=1)
+    gate = GateThresholds(min_queries=1)
     report = compare(Inputs(QRELS, A, B, 2, SEED, gate, evidence={"q1": [["d1", "d2"]]}))
     found = rows(report)
     # precision (relevant >= 2 over the returned): A 1/2, 0, 0; B 1, 1, 0 (q3 has nothing relevant)
@@ -50,7 +50,7 @@ def test_hard_gates_count_served_facts():
     a = Run({"q1": ["d1", "d2"]}, {"q1": [Served("d1", False, True), Served("d2", False, False)]})
     b = Run({"q1": ["d2", "d3", "d1"]}, {"q1": [Served("d2", False, False), Served("d3", True, True),
                                                 Served("d1", False, True)]})
-    gate = Gate(min_queries=1)
+    gate = GateThresholds(min_queries=1)
     report = compare(Inputs({"q1": {"d1": 1}}, a, b, 2, SEED, gate))
     hard = {row["gate"]: row for row in report["hardGates"]}
     # unauthorized: every one in the candidate's top 2 (d3), even one the baseline shared would count
@@ -64,7 +64,7 @@ def test_the_paired_interval_is_a_direct_bootstrap_of_the_pairs():
     rng = np.random.default_rng(3)
     a = rng.random(150)
     b = np.clip(a + rng.normal(0.02, 0.2, 150), 0, 1)
-    settings = Settings(resamples=3000, seed=9)
+    settings = PairedSettings(resamples=3000, seed=9)
     found = paired_interval(a, b, settings)
     # directly: draw queries (n - 1 of n, the rescaled bootstrap), both runs' values of a query together
     draws = np.random.default_rng(9).integers(0, a.size, size=(3000, a.size - 1))
@@ -106,7 +106,7 @@ def test_paired_intervals_cover_the_true_difference():
             covered, widths = [], []
             for trial in range(200):
                 drawn = rng.integers(0, a.size, 200)
-                found = paired_interval(a[drawn], b[drawn], Settings(seed=trial))
+                found = paired_interval(a[drawn], b[drawn], PairedSettings(seed=trial))
                 covered.append(found.low <= true <= found.high)
                 widths.append(found.high - found.low)
             print(f"{kind:<18} {effect:>+6.2f}  {len(covered):>11}  {np.mean(covered):>8.3f}  {np.mean(widths):>10.4f}")
@@ -138,7 +138,7 @@ def test_the_margin_comes_from_the_baseline_spread():
 
 
 def test_the_gate_file():
-    assert parse_gate("{}", COMPARED) == Gate() and Gate().metrics == GATED
+    assert parse_gate("{}", COMPARED) == GateThresholds() and GateThresholds().metrics == GATED
     gate = parse_gate('{"metrics": ["nDCG"], "margin_factor": 2, "slice_dimensions": ["app"], "require_facts": true}',
                       COMPARED)
     assert (gate.metrics, gate.margin_factor, gate.slice_dimensions, gate.require_facts) == (("nDCG",), 2.0, ("app",), True)
@@ -152,7 +152,7 @@ def test_the_gate_file():
 
 
 def test_not_enough_data_without_facts_the_gate_requires():
-    found = compare(Inputs(QRELS, A, B, 2, SEED, Gate(min_queries=1, require_facts=True, metrics=())))
+    found = compare(Inputs(QRELS, A, B, 2, SEED, GateThresholds(min_queries=1, require_facts=True, metrics=())))
     assert found["verdict"] == "not enough data"
     assert found["reasons"] == ["unauthorized: the runs carry no such facts (require_facts)",
                                 "newStale: the runs carry no such facts (require_facts)"]
@@ -164,7 +164,7 @@ def test_an_interval_reaching_past_the_margin_is_not_enough_data():
     qrels = {f"q{i}": {"d": 3} for i in range(40)}
     a = Run({f"q{i}": ["d"] if i < 20 else ["x"] for i in range(40)})
     b = Run({f"q{i}": ["d"] if 6 <= i < 20 else ["x"] for i in range(40)})
-    found = compare(Inputs(qrels, a, b, 1, SEED, Gate(metrics=("precision",))))
+    found = compare(Inputs(qrels, a, b, 1, SEED, GateThresholds(metrics=("precision",))))
     row = rows(found)["precision"]
     assert row["delta"] == pytest.approx(-0.15) and row["low"] < -row["margin"] < row["high"]
     assert (row["outcome"], found["verdict"]) == (INCONCLUSIVE, "not enough data")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from agent.core.calibrated import Active, Gate, status
+from agent.core.calibrated import Active, ServingRule, status
 from agent.core.config import CoreConfig
 from agent.core.judgments.calibration import ScoreFit
 from agent.core.state import PartitionState
@@ -33,7 +33,7 @@ def event(n: int, app: str, version: str | None, scores: list[float], cutoff: in
     return orjson.dumps(doc)
 
 
-GATE = Gate(max_ece=0.05, min_labels=300)
+GATE = ServingRule(max_ece=0.05, min_labels=300)
 ACTIVE = Active([
     calibration("alpha", "v1"),
     calibration("alpha", "v1", ece=0.5, fitted_at=0.5),  # an older fit: the newest is in force
@@ -126,7 +126,7 @@ def test_a_state_restored_from_its_checkpoint_keeps_the_counts_not_the_calibrati
 
 
 def test_the_gate_bounds_and_the_newest_fit():
-    gate = Gate(max_ece=0.05, min_labels=300)
+    gate = ServingRule(max_ece=0.05, min_labels=300)
     active = Active([calibration("a", "v", n=300, ece=0.0499), calibration("b", "v", n=299),
                      calibration("c", "v", ece=0.05), calibration("d", "v", ece=None),
                      calibration("e", "v", fitted_at=2.0), calibration("e", "v", ece=0.9, fitted_at=3.0)], gate)

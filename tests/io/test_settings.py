@@ -13,9 +13,9 @@ import pytest
 import yaml
 from kafka import KafkaConsumer, KafkaProducer
 
-from agent.core.calibrated import Gate
+from agent.core.calibrated import ServingRule
 from agent.core.config import DEFAULT_BUCKETS, CoreConfig
-from agent.io.settings.judgment import gate
+from agent.io.settings.judgment import serving_rule
 from agent.io.settings.agent import ConfigError, KafkaSettings, Settings, load
 
 
@@ -416,7 +416,7 @@ def test_calibration_settings_load_and_make_the_gate(tmp_path):
     path.write_text("judgment: {calibration: {max_ece: 0.08, min_labels: 300, pool_batches: 4}}\n")
     c = load(path, environ={}).judgment.calibration
     assert (c.max_ece, c.min_labels, c.pool_batches, c.folds, c.threshold) == (0.08, 300, 4, 5, 2)
-    assert gate(c) == Gate(max_ece=0.08, min_labels=300)
+    assert serving_rule(c) == ServingRule(max_ece=0.08, min_labels=300)
 
 
 @pytest.mark.parametrize(("text", "word"), [

@@ -166,7 +166,7 @@ def test_agent_spans_link_producers_and_exemplars_carry_their_trace_ids(broker, 
     start_consuming()  # after producing, so the first poll holds more messages than MAX_LINKS
 
     def polls():
-        return [s for s in exporter.get_finished_spans() if s.name == "ragdrift.poll_batch"]
+        return [s for s in exporter.get_finished_spans() if s.name == "ragdrift.poll"]
 
     wait_until(lambda: sum(s.attributes["messaging.batch.message_count"] for s in polls()) >= len(lines),
                60, 0.05, "every message in a poll span")

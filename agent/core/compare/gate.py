@@ -22,7 +22,7 @@ class GateError(ValueError):
 
 
 @dataclass(frozen=True)
-class Gate:
+class GateThresholds:
     metrics: tuple[str, ...] = GATED  # paired thresholds over all compared queries
     slice_metrics: tuple[str, ...] = ("precision", "nDCG")  # and within each slice
     slice_dimensions: tuple[str, ...] | None = None  # None: every dimension of the slices file
@@ -43,7 +43,7 @@ class Gate:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
 
 
-def parse_gate(text: str, known_metrics: tuple[str, ...]) -> Gate:
+def parse_gate(text: str, known_metrics: tuple[str, ...]) -> GateThresholds:
     """A gate from its JSON text; `known_metrics` the metric names a list may hold."""
     try:
         data = loads(text.removeprefix("\ufeff"))
@@ -53,12 +53,12 @@ def parse_gate(text: str, known_metrics: tuple[str, ...]) -> Gate:
         raise GateError(str(exc)) from None
     if not isinstance(data, dict):
         raise GateError("a gate file is a JSON object of thresholds")
-    defaults = {f.name: getattr(Gate(), f.name) for f in fields(Gate)}
+    defaults = {f.name: getattr(GateThresholds(), f.name) for f in fields(GateThresholds)}
     unknown = sorted(set(data) - set(defaults))
     if unknown:
         raise GateError(f"unknown key {shown(unknown[0])}; known keys: {', '.join(defaults)}")
     values = {key: _value(key, value, defaults[key], known_metrics) for key, value in data.items()}
-    gate = Gate(**values)
+    gate = GateThresholds(**values)
     if not 0 < gate.level < 1:
         raise GateError(f"level must be between 0 and 1, got {gate.level!r}")
     if not 100 <= gate.resamples <= MAX_RESAMPLES:

@@ -25,7 +25,7 @@ PASS, FAIL, INCONCLUSIVE, TOO_FEW, NOT_MEASURED = "pass", "fail", "inconclusive"
 
 
 @dataclass(frozen=True)
-class Settings:
+class PairedSettings:
     resamples: int = 2000
     level: float = 0.95
     seed: int = 0
@@ -56,7 +56,7 @@ class Paired:
         return INCONCLUSIVE
 
 
-def paired(a: np.ndarray, b: np.ndarray, settings: Settings) -> Paired | None:
+def paired(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Paired | None:
     """The paired figures of values `a` and `b` (one per query, NaN where undefined); None when none is defined."""
     keep = np.isfinite(a) & np.isfinite(b)
     a, b = a[keep], b[keep]
@@ -66,13 +66,13 @@ def paired(a: np.ndarray, b: np.ndarray, settings: Settings) -> Paired | None:
     return Paired(int(a.size), float(a.mean()), float(b.mean()), delta, margin(a, settings))
 
 
-def paired_interval(a: np.ndarray, b: np.ndarray, settings: Settings) -> Interval:
+def paired_interval(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Interval:
     """Percentile bootstrap interval of mean(b - a), queries resampled in pairs."""
     rng = np.random.default_rng(settings.seed)
     return bootstrap_interval(b - a, rng, resamples=settings.resamples, level=settings.level)
 
 
-def margin(a: np.ndarray, settings: Settings) -> float:
+def margin(a: np.ndarray, settings: PairedSettings) -> float:
     """m from the baseline's bootstrap spread over these queries (see the module docstring)."""
     rng = np.random.default_rng(settings.seed)
     spread = bootstrap_interval(a, rng, resamples=settings.resamples, level=settings.level)

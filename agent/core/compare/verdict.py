@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent.core.compare.gate import Gate
-from agent.core.compare.paired import FAIL, INCONCLUSIVE, NOT_MEASURED, PASS, TOO_FEW, Paired, Settings, paired
+from agent.core.compare.gate import GateThresholds
+from agent.core.compare.paired import FAIL, INCONCLUSIVE, NOT_MEASURED, PASS, TOO_FEW, Paired, PairedSettings, paired
 from agent.core.compare.queries import COMPARED, DIRECTION, Groups, flagged, values
 from agent.core.judgments.metrics import Policy
 from agent.core.judgments.runs import Run
@@ -37,7 +37,7 @@ class Inputs:
     b: Run  # the candidate
     k: int
     policy: Policy
-    gate: Gate = Gate()
+    gate: GateThresholds = GateThresholds()
     slices: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # query -> {dimension: label}
     evidence: Groups = field(default_factory=dict)
     versions: Mapping = field(default_factory=dict)  # printed as given: files, digests, config and corpus
@@ -46,7 +46,7 @@ class Inputs:
 def compare(inputs: Inputs, tick: Callable[[], None] = lambda: None) -> dict:
     """The regression report; `tick` is called once per interval computed (a progress bar's)."""
     gate, a, b = inputs.gate, inputs.a, inputs.b
-    settings = Settings(gate.resamples, gate.level, gate.seed, gate.margin_factor, gate.min_margin)
+    settings = PairedSettings(gate.resamples, gate.level, gate.seed, gate.margin_factor, gate.min_margin)
     queries = [q for q in inputs.qrels if q in a.ranking and q in b.ranking]
     va = values(inputs.qrels, a.ranking, queries, inputs.k, inputs.policy, inputs.evidence)
     vb = values(inputs.qrels, b.ranking, queries, inputs.k, inputs.policy, inputs.evidence)
@@ -149,7 +149,7 @@ def _latency(queries: Sequence[str], a: Run, b: Run) -> dict | None:
             "p95": {"a": p95a, "b": p95b, "delta": p95b - p95a}}
 
 
-def _verdict(report: dict, gate: Gate, compared: int) -> tuple[str, list[str]]:
+def _verdict(report: dict, gate: GateThresholds, compared: int) -> tuple[str, list[str]]:
     failed, unsure = [], []
     for row in report["hardGates"]:
         if row["outcome"] == FAIL:

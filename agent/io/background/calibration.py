@@ -13,7 +13,7 @@ import logging
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from agent.core.calibrated import Active, Gate
+from agent.core.calibrated import Active, ServingRule
 from agent.io.store.calibrations import Calibrations
 from agent.io.background.periodic import Periodic
 
@@ -23,12 +23,12 @@ log = logging.getLogger("ragdrift.calibration")
 class CalibrationWatch(Periodic):
     """The refresh job and the calibrations it last loaded."""
 
-    def __init__(self, calibrations: Calibrations, gate: Gate, refresh_seconds: float = 60.0,
+    def __init__(self, calibrations: Calibrations, rule: ServingRule, refresh_seconds: float = 60.0,
                  scheduler: BackgroundScheduler | None = None):
         super().__init__("calibration-refresh", refresh_seconds, log, "the calibrations", scheduler)
         self.calibrations = calibrations
-        self.gate = gate
+        self.rule = rule
         self.active = Active()
 
     def reload(self) -> None:
-        self.active = Active(self.calibrations.newest(), self.gate)
+        self.active = Active(self.calibrations.newest(), self.rule)

@@ -7,12 +7,12 @@ from agent.core.state import PartitionState
 from agent.io.background.calibration import CalibrationWatch
 from agent.io.features import Feature, Wiring
 from agent.io.settings.agent import Settings
-from agent.io.settings.judgment import gate
+from agent.io.settings.judgment import serving_rule
 from agent.io.store import calibrations
 from agent.io.store.calibrations import Calibrations
 
 
-class Calibration(Feature):
+class ScoreCalibrations(Feature):
     name = "calibration"  # no partition feature: the metric families read the set in force
     tables = calibrations.TABLES
 
@@ -22,7 +22,7 @@ class Calibration(Feature):
 
     def __init__(self, wiring: Wiring):
         section = wiring.settings.judgment.calibration
-        self.watch = CalibrationWatch(Calibrations(wiring.store), gate(section), section.refresh_seconds,
+        self.watch = CalibrationWatch(Calibrations(wiring.store), serving_rule(section), section.refresh_seconds,
                                       wiring.scheduler)
 
     def start(self) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from apscheduler.triggers.cron import CronTrigger
 
-from agent.core.calibrated import Gate
+from agent.core.calibrated import ServingRule
 from agent.core.judging import JudgingConfig
 from agent.core.judgments.calibration import FOLDS, THRESHOLD
 from agent.core.judgments.labels import GRADES
@@ -45,8 +45,8 @@ class LabelStudioSettings:
 class CalibrationSettings:
     """Score calibration and the estimated precision of live traffic (docs/judgments.md, "Calibration")."""
 
-    max_ece: float = Gate.max_ece  # the estimate is exported only while the cross-validated ECE is below this
-    min_labels: int = Gate.min_labels  # ... and the fit saw at least this many judged chunks
+    max_ece: float = ServingRule.max_ece  # the estimate is exported only while the cross-validated ECE is below this
+    min_labels: int = ServingRule.min_labels  # ... and the fit saw at least this many judged chunks
     pool_batches: int = 8  # the newest batches (weeks) whose labels a fit pools
     folds: int = FOLDS  # cross-validation folds for the ECE and Brier score
     threshold: float = THRESHOLD  # grade >= threshold is relevant
@@ -89,9 +89,9 @@ def judging_config(j: JudgmentSettings) -> JudgingConfig | None:
     return JudgingConfig(risk_config(j), budgets(j), j.salt) if j.enabled else None
 
 
-def gate(c: CalibrationSettings) -> Gate:
+def serving_rule(c: CalibrationSettings) -> ServingRule:
     """When a stored calibration may estimate live precision."""
-    return Gate(max_ece=c.max_ece, min_labels=c.min_labels)
+    return ServingRule(max_ece=c.max_ece, min_labels=c.min_labels)
 
 
 def check_judgment(j: JudgmentSettings, need: Callable[[bool, str, str], None]) -> None:
