@@ -238,7 +238,7 @@ class Agent:
     # -- exposition -----------------------------------------------------
 
     def publish(self) -> None:
-        """Hand the exporter a fresh immutable snapshot."""
+        """Hand the collectors a fresh immutable snapshot."""
         now = time.time()
         states = [self.owned[tp].state for tp in sorted(self.owned)]
         windows = {name: total(s.windows.window(seconds, now) for s in states) for name, seconds in self.core.windows}

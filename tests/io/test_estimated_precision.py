@@ -11,7 +11,7 @@ from agent.core.calibrated import Active, ServingRule, status
 from agent.core.config import CoreConfig
 from agent.core.judgments.calibration import ScoreFit
 from agent.core.state import PartitionState
-from tests.io.test_exporter import by_key, collector, snapshot_of
+from tests.io.test_collectors import by_key, collector, snapshot_of
 
 CONFIG = CoreConfig()
 TS = "2026-11-25T12:00:00Z"
