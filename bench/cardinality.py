@@ -16,17 +16,12 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 import orjson
 
 from agent.demo.broker import Tansu
-from agent.demo.process import wait_until
-from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
-from agent.service import build
 from agent.synth import generate
-from throughput import fill  # bench/ is the script's directory
+from common import agent, consume, fill  # bench/ is the script's directory
 
 NORMAL, ATTACK = "bench.normal.v1", "bench.attack.v1"
 
@@ -43,36 +38,13 @@ def attack(lines: list[bytes], names: int) -> list[bytes]:
     return out
 
 
-def consume(bootstrap: str, topic: str, count: int) -> None:
+def run_agent(bootstrap: str, topic: str, count: int) -> None:
     """Run the agent over `topic` until it has processed `count` records; print its rate and peak RSS."""
     with tempfile.TemporaryDirectory() as workdir:
-        settings = Settings(
-            kafka=KafkaSettings(bootstrap_servers=bootstrap, topics=[topic], dead_letter_topic=topic + ".dlq",
-                                group_id=f"bench-{topic}", session_timeout_ms=2000, heartbeat_interval_ms=500),
-            store=StoreSettings(url=f"sqlite:///{workdir}/state.db"),
-            metrics=MetricsSettings(address="127.0.0.1", port=0),
-        )
-        running = build(settings)
-        agent = running.agent
-        process, marks, seen = agent._process_batch, {}, 0
-
-        def timed(batch):
-            nonlocal seen
-            marks.setdefault("first", time.perf_counter())
-            process(batch)
-            seen += sum(len(records) for records in batch.values())
-            if seen >= count:
-                marks.setdefault("last", time.perf_counter())
-
-        agent._process_batch = timed
-        thread = threading.Thread(target=agent.run, daemon=True)
-        thread.start()
-        wait_until(lambda: "last" in marks, 1800, 0.05, "agent consumed the topic")
-        agent.stop()
-        thread.join(30)
+        running = agent(bootstrap, topic, f"bench-{topic}", workdir)
+        rate = consume(running, count)
         running.close()
-    peak = _peak_rss_mib()
-    print(orjson.dumps({"rate": count / (marks["last"] - marks["first"]), "rss_mib": peak}).decode())
+    print(orjson.dumps({"rate": rate, "rss_mib": _peak_rss_mib()}).decode())
 
 
 def _peak_rss_mib() -> float:
@@ -98,7 +70,7 @@ def main() -> None:
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.consume:
-        consume(args.bootstrap, args.consume, args.events)
+        run_agent(args.bootstrap, args.consume, args.events)
         return
     with Tansu() as broker:
         lines = list(generate(args.events, seed=7))

@@ -22,33 +22,22 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 
 from agent.demo.broker import Tansu
-from agent.demo.process import wait_until
-from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.core.reasons import RejectedEvent
-from agent.service import build
 from agent.synth import generate
+from common import agent, consume, fill  # bench/ is the script's directory
 
 TOPIC = "bench.retrieval.v1"
 
 
-def fill(bootstrap: str, lines: list[bytes], topic: str = TOPIC) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024)
-    for line in lines:
-        producer.send(topic, line)
-    producer.flush()
-    producer.close()
-
-
-def raw_rate(bootstrap: str, count: int, group_id: str) -> float:
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group_id, auto_offset_reset="earliest",
+def raw_rate(bootstrap: str, count: int, group_id: str, topic: str = TOPIC) -> float:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group_id, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=2000, heartbeat_interval_ms=500)
     seen, first = 0, None
     while seen < count:
@@ -78,41 +67,24 @@ def agent_rate(bootstrap: str, lines: list[bytes], workdir: str, group_id: str) 
     consumer thread's CPU time by activity, and the same processing of `lines`
     away from the loop."""
     count = len(lines)
-    settings = Settings(
-        kafka=KafkaSettings(bootstrap_servers=bootstrap, topics=[TOPIC], dead_letter_topic=TOPIC + ".dlq",
-                            group_id=group_id, session_timeout_ms=2000, heartbeat_interval_ms=500),
-        store=StoreSettings(url=f"sqlite:///{workdir}/state.db"),
-        metrics=MetricsSettings(address="127.0.0.1", port=0),
-    )
-    running = build(settings)
-    agent = running.agent
-    marks: dict[str, float] = {}
+    running = agent(bootstrap, TOPIC, group_id, workdir)
     spent: Counter = Counter()
-    process = cpu_timed(spent, "processing", agent._process_batch)  # the real batches, nothing else
     measured: dict[str, float] = {}
-    seen = 0
+    at_first: list[float] = []  # the consumer thread's CPU time at the first record
 
-    def timed(batch):
-        nonlocal seen
-        if not marks:
-            marks["first"], marks["cpu"] = time.perf_counter(), time.thread_time()
-            spent.clear()  # the group join is not measured
-        process(batch)
-        seen += sum(len(records) for records in batch.values())
-        if seen >= count and "last" not in marks:
-            marks["last"] = time.perf_counter()
-            spent["thread"] = time.thread_time() - marks["cpu"]
-            measured.update(spent)  # not the checkpoint on stopping, nor idle polls
+    def first():
+        at_first.append(time.thread_time())
+        spent.clear()  # the group join is not measured
 
-    agent._process_batch = timed
-    agent.consumer.poll = cpu_timed(spent, "polling", agent.consumer.poll)
-    agent.parts.checkpoint = cpu_timed(spent, "checkpoints", agent.parts.checkpoint)
-    thread = threading.Thread(target=agent.run, daemon=True)
-    thread.start()
-    wait_until(lambda: "last" in marks, 600, 0.05, "agent consumed the topic")
-    agent.stop()
-    thread.join(30)
-    state = agent.parts._state()  # a fresh state, as the agent configures them
+    def last():
+        spent["thread"] = time.thread_time() - at_first[0]
+        measured.update(spent)  # not the checkpoint on stopping, nor idle polls
+
+    process = cpu_timed(spent, "processing", running.agent._process_poll)  # the real polls, nothing else
+    running.agent.consumer.poll = cpu_timed(spent, "polling", running.agent.consumer.poll)
+    running.agent.parts.checkpoint = cpu_timed(spent, "checkpoints", running.agent.parts.checkpoint)
+    rate = consume(running, count, process, first, last)
+    state = running.agent.parts._state()  # a fresh state, as the agent configures them
     running.close()
     began = time.thread_time()
     for line in lines:
@@ -121,7 +93,7 @@ def agent_rate(bootstrap: str, lines: list[bytes], workdir: str, group_id: str) 
         except RejectedEvent:
             pass
     measured["away from the loop"] = time.thread_time() - began
-    return count / (marks["last"] - marks["first"]), {name: 1e6 * seconds / count for name, seconds in measured.items()}
+    return rate, {name: 1e6 * seconds / count for name, seconds in measured.items()}
 
 
 def main() -> None:
@@ -135,7 +107,7 @@ def main() -> None:
         broker.create_topic(TOPIC, 3)
         broker.create_topic(TOPIC + ".dlq", 1)
         lines = list(generate(args.events, seed=7))
-        fill(broker.bootstrap, lines)
+        fill(broker.bootstrap, lines, TOPIC)
         for i in range(args.rounds):
             baseline = max(baseline, raw_rate(broker.bootstrap, args.events, f"bench-raw-{i}"))
             with tempfile.TemporaryDirectory() as workdir:
