@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test tools bench lint clean chart-files
+.PHONY: demo test tools bench bench-peers bench-whylogs lint clean chart-files
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,26 @@ bench: $(STAMP)
 	$(BIN)/python bench/drift.py
 	$(BIN)/python bench/instructions.py
 	$(BIN)/python bench/cardinality.py
+
+# The agent beside raw consumers and the tools a team would otherwise build on
+# (bench/peers.py). The peers are the `bench` extra; whylogs pins numpy < 2, so it
+# has its own environment under ~/.cache/ragdrift, built once.
+BENCH_STAMP   := $(VENV)/.bench-installed
+WHYLOGS_VENV  := $(HOME)/.cache/ragdrift/bench-whylogs
+WHYLOGS_STAMP := $(WHYLOGS_VENV)/.installed-1.6.4
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,demo,bench]'
+	touch $(BENCH_STAMP)
+
+$(WHYLOGS_STAMP):
+	$(PYTHON) -m venv $(WHYLOGS_VENV)
+	$(WHYLOGS_VENV)/bin/pip install --quiet 'whylogs==1.6.4' 'numpy<2' 'pandas<3' 'kafka-python==3.0.12' 'crc32c>=2.7'
+	touch $(WHYLOGS_STAMP)
+
+bench-whylogs: $(WHYLOGS_STAMP)
+
+bench-peers: $(BENCH_STAMP) $(WHYLOGS_STAMP)
+	$(BIN)/python bench/peers.py
 
 # Helm reads no file outside its chart: the chart keeps copies of the alert
 # rules and the Grafana dashboards, which tests/test_helm.py compares byte for byte.
