@@ -56,9 +56,9 @@ def raw_confluent_kafka(bootstrap, topic, count, group):
     consumer.subscribe([topic])
     clock = Clock(count)
     while clock.last is None:
-        messages = consumer.consume(num_messages=2000, timeout=0.5)
-        if messages:
-            clock.tick(sum(message.error() is None for message in messages))
+        records = sum(message.error() is None for message in consumer.consume(num_messages=2000, timeout=0.5))
+        if records:
+            clock.tick(records)
     consumer.close()
     return clock.rate, None
 
@@ -253,8 +253,8 @@ def _merged(window_totals) -> dict:
     return totals
 
 
-TOOLS = {"raw kafka-python": raw_kafka_python, "raw confluent-kafka": raw_confluent_kafka, "agent": agent, "diy": diy,
-         "quix streams": quix_streams, "bytewax": bytewax, "whylogs": whylogs}
+TOOLS = {"kafka-python": raw_kafka_python, "confluent-kafka": raw_confluent_kafka, "agent": agent, "by-hand": diy,
+         "quix-streams": quix_streams, "bytewax": bytewax, "whylogs": whylogs}
 
 if __name__ == "__main__":
     tool, bootstrap, topic, count, group = sys.argv[1:]

@@ -34,14 +34,14 @@ TOPIC = "bench.peers.v1"
 RUNS = Path(__file__).with_name("peer_runs.py")
 # whylogs needs numpy < 2, the agent numpy 2: its own environment (`make bench-whylogs`).
 WHYLOGS_PYTHON = Path(os.environ.get("RAGDRIFT_BENCH_WHYLOGS", Path.home() / ".cache/ragdrift/bench-whylogs")) / "bin/python"
-COMPUTES = {
-    "raw kafka-python": "nothing: poll and discard",
-    "raw confluent-kafka": "nothing: poll and discard",
-    "agent": "every family, with validation, dead letters and exactly-once checkpoints",
-    "diy": "kafka-python + json + prometheus-client by hand: the seven families, no windows, no validation",
-    "quix streams": "the seven families in 5-minute tumbling windows",
-    "bytewax": "the seven families in 5-minute tumbling windows (its Kafka connector)",
-    "whylogs": "column profiles of the seven families' per-event values, frames of 1,000 rows",
+SHOWN = {  # each tool's name in the table, and what it computes
+    "kafka-python": ("raw kafka-python, poll and discard", "nothing"),
+    "confluent-kafka": ("raw confluent-kafka, poll and discard", "nothing"),
+    "agent": ("ragdrift agent", "everything, with validation, dead letters, exactly-once"),
+    "by-hand": ("kafka-python + json + prometheus-client, by hand", "the 7 families, no windows, no validation"),
+    "quix-streams": ("Quix Streams, 5-minute tumbling windows", "the 7 families"),
+    "bytewax": ("Bytewax (its Kafka connector), 5-minute tumbling windows", "the 7 families"),
+    "whylogs": ("whylogs, frames of 1,000 rows", "column profiles of the 7 families' values per event"),
 }
 
 
@@ -85,10 +85,10 @@ def main() -> None:
             for tool in TOOLS:  # the agent before the peers it checks
                 if tool in errors:
                     continue
-                out = run(tool, broker.bootstrap, args.events, f"bench-peers-{tool.replace(' ', '-')}-{i}")
+                out = run(tool, broker.bootstrap, args.events, f"bench-peers-{tool}-{i}")
                 if "error" in out:
                     errors[tool] = out["error"]
-                    print(f"{tool}: {out['error']}", file=sys.stderr)
+                    print(f"{SHOWN[tool][0]}: {out['error']}", file=sys.stderr)
                     continue
                 best[tool] = max(best.get(tool, 0.0), out["rate"])
                 if tool == "agent":
@@ -96,20 +96,20 @@ def main() -> None:
                 if out["totals"] is None or expected is None:
                     continue
                 for family in differences(expected, out["totals"]):
-                    mismatches.append(f"{tool} (round {i + 1}): {family}")
-    baseline = best.get("raw kafka-python")
+                    mismatches.append(f"{SHOWN[tool][0]} (round {i + 1}): {family}")
+    baseline = best.get("kafka-python")
     print(f"{args.events:,} generated events with every incident kind on tansu, "
           f"{sum(map(len, lines)) // len(lines):,} bytes each on average, best of {args.rounds} rounds, "
-          f"each tool in its own process; the seven families: {DESCRIPTION}")
+          f"each tool in its own process; the 7 families: {DESCRIPTION}")
     print()
     print("| tool | events/s | / raw kafka-python | what it computes |")
     print("| --- | ---: | ---: | --- |")
-    for tool in TOOLS:
+    for tool, (name, computes) in SHOWN.items():
         if tool in best:
             ratio = f"{best[tool] / baseline:.2f}" if baseline else "-"
-            print(f"| {tool} | {best[tool]:,.0f} | {ratio} | {COMPUTES[tool]} |")
+            print(f"| {name} | {best[tool]:,.0f} | {ratio} | {computes} |")
         else:
-            print(f"| {tool} | - | - | cannot run here: {errors[tool]} |")
+            print(f"| {name} | - | - | cannot run here: {errors[tool]} |")
     if expected is not None and not mismatches:
         print("\nevery peer's family totals equal the agent's")
     for mismatch in mismatches:
