@@ -100,5 +100,6 @@ def differences(expected: dict, got: dict) -> list[str]:
             out.append(f"{name}: {b} where the agent has {a}")
     for table in TABLES:
         if {k: v for k, v in expected[table].items() if v} != {k: v for k, v in got[table].items() if v}:
-            out.append(f"{table}: {dict(sorted(got[table].items()))} where the agent has {dict(sorted(expected[table].items()))}")
+            got_, expected_ = dict(sorted(got[table].items())), dict(sorted(expected[table].items()))
+            out.append(f"{table}: {got_} where the agent has {expected_}")
     return out

@@ -79,10 +79,10 @@ def agent(bootstrap, topic, count, group):
                 text = response.read().decode()
         finally:
             running.close()
-    return rate, _exposed(text_string_to_metric_families(text), "ragdrift_", "source")
+    return rate, _exposed(text_string_to_metric_families(text), "ragdrift_")
 
 
-def _exposed(metric_families, prefix: str, source_label: str) -> dict:
+def _exposed(metric_families, prefix: str) -> dict:
     """Totals of the seven families from Prometheus samples, summed over every label but the families' own."""
     totals = families.empty()
     names = {f"{prefix}{name}": name for name in ("retrievals_total", "zero_result_retrievals_total",
@@ -94,7 +94,7 @@ def _exposed(metric_families, prefix: str, source_label: str) -> dict:
             if name is not None:
                 totals[name.removesuffix("_total")] += sample.value
             elif sample.name == f"{prefix}admitted_results_total":
-                counts, label = totals["admitted_results"], sample.labels[source_label]
+                counts, label = totals["admitted_results"], sample.labels["source"]
                 counts[label] = counts.get(label, 0) + sample.value
             elif sample.name == f"{prefix}filter_outcomes_total":
                 counts, label = totals["filter_outcomes"], f"{sample.labels['filter']}/{sample.labels['status']}"
@@ -102,19 +102,19 @@ def _exposed(metric_families, prefix: str, source_label: str) -> dict:
     return totals
 
 
-def diy(bootstrap, topic, count, group):
+def by_hand(bootstrap, topic, count, group):
     """What a team writes by hand: kafka-python, json, prometheus-client counters and histograms per app."""
     from kafka import KafkaConsumer
     from prometheus_client import CollectorRegistry, Counter, Histogram
 
     registry = CollectorRegistry()
-    retrievals = Counter("diy_retrievals", "", ["app"], registry=registry)
-    zero = Counter("diy_zero_result_retrievals", "", ["app"], registry=registry)
-    top1 = Histogram("diy_top1_score", "", ["app"], registry=registry)
-    age = Histogram("diy_content_age_days", "", ["app"], buckets=(1, 7, 30, 90, 365, 1825), registry=registry)
-    admitted = Counter("diy_admitted_results", "", ["app", "source"], registry=registry)
-    outcomes = Counter("diy_filter_outcomes", "", ["filter", "status"], registry=registry)
-    unauthorized = Counter("diy_unauthorized_results", "", ["app"], registry=registry)
+    retrievals = Counter("by_hand_retrievals", "", ["app"], registry=registry)
+    zero = Counter("by_hand_zero_result_retrievals", "", ["app"], registry=registry)
+    top1 = Histogram("by_hand_top1_score", "", ["app"], registry=registry)
+    age = Histogram("by_hand_content_age_days", "", ["app"], buckets=(1, 7, 30, 90, 365, 1825), registry=registry)
+    admitted = Counter("by_hand_admitted_results", "", ["app", "source"], registry=registry)
+    outcomes = Counter("by_hand_filter_outcomes", "", ["filter", "status"], registry=registry)
+    unauthorized = Counter("by_hand_unauthorized_results", "", ["app"], registry=registry)
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=2000, heartbeat_interval_ms=500)
     clock = Clock(count)
@@ -139,7 +139,7 @@ def diy(bootstrap, topic, count, group):
                     unauthorized.labels(app).inc(n_unauthorized)
                 clock.tick()
     consumer.close()
-    return clock.rate, _exposed(registry.collect(), "diy_", "source")
+    return clock.rate, _exposed(registry.collect(), "by_hand_")
 
 
 def quix_streams(bootstrap, topic, count, group):
@@ -238,8 +238,8 @@ def whylogs(bootstrap, topic, count, group):
 
 def _row(observed: tuple) -> dict:
     zero, top1, ages, sources, filters, unauthorized = observed
-    row = {"retrievals": 1, "zero_result_retrievals": int(zero), "top1_score": top1, "content_age_days_count": len(ages),
-           "content_age_days_sum": sum(ages), "unauthorized_results": unauthorized}
+    row = {"retrievals": 1, "zero_result_retrievals": int(zero), "top1_score": top1,
+           "content_age_days_count": len(ages), "content_age_days_sum": sum(ages), "unauthorized_results": unauthorized}
     for table, labels in (("admitted_results", sources), ("filter_outcomes", filters)):
         for label in labels:
             row[f"{table}:{label}"] = row.get(f"{table}:{label}", 0) + 1
@@ -253,7 +253,7 @@ def _merged(window_totals) -> dict:
     return totals
 
 
-TOOLS = {"kafka-python": raw_kafka_python, "confluent-kafka": raw_confluent_kafka, "agent": agent, "by-hand": diy,
+TOOLS = {"kafka-python": raw_kafka_python, "confluent-kafka": raw_confluent_kafka, "agent": agent, "by-hand": by_hand,
          "quix-streams": quix_streams, "bytewax": bytewax, "whylogs": whylogs}
 
 if __name__ == "__main__":

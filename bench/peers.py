@@ -33,7 +33,8 @@ from peer_runs import TOOLS
 TOPIC = "bench.peers.v1"
 RUNS = Path(__file__).with_name("peer_runs.py")
 # whylogs needs numpy < 2, the agent numpy 2: its own environment (`make bench-whylogs`).
-WHYLOGS_PYTHON = Path(os.environ.get("RAGDRIFT_BENCH_WHYLOGS", Path.home() / ".cache/ragdrift/bench-whylogs")) / "bin/python"
+WHYLOGS_VENV = os.environ.get("RAGDRIFT_BENCH_WHYLOGS", Path.home() / ".cache/ragdrift/bench-whylogs")
+WHYLOGS_PYTHON = Path(WHYLOGS_VENV) / "bin/python"
 SHOWN = {  # each tool's name in the table, and what it computes
     "kafka-python": ("raw kafka-python, poll and discard", "nothing"),
     "confluent-kafka": ("raw confluent-kafka, poll and discard", "nothing"),
@@ -60,7 +61,8 @@ def run(tool: str, bootstrap: str, count: int, group: str) -> dict:
     python = str(WHYLOGS_PYTHON) if tool == "whylogs" else sys.executable
     if not Path(python).exists():
         return {"error": f"not installed ({python}; make bench-whylogs)"}
-    done = subprocess.run([python, str(RUNS), tool, bootstrap, TOPIC, str(count), group], capture_output=True, text=True)
+    done = subprocess.run([python, str(RUNS), tool, bootstrap, TOPIC, str(count), group],
+                          capture_output=True, text=True)
     if done.returncode:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
     return json.loads(done.stdout.strip().splitlines()[-1])

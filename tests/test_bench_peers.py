@@ -42,5 +42,5 @@ def test_totals_see_the_incidents_and_merge_like_one_fold():
     assert any(label.endswith("/error") or label.endswith("/skipped") for label in whole["filter_outcomes"])
     worse = families.merge(families.empty(), whole)
     worse["unauthorized_results"] -= 1
-    assert families.differences(whole, worse) == [
-        f"unauthorized_results: {whole['unauthorized_results'] - 1} where the agent has {whole['unauthorized_results']}"]
+    n = whole["unauthorized_results"]
+    assert families.differences(whole, worse) == [f"unauthorized_results: {n - 1} where the agent has {n}"]
