@@ -18,10 +18,10 @@ import sys
 import tempfile
 
 import orjson
+from common import agent, consume, fill  # bench/ is the script's directory
 
 from agent.demo.broker import Tansu
 from agent.synth import generate
-from common import agent, consume, fill  # bench/ is the script's directory
 
 NORMAL, ATTACK = "bench.normal.v1", "bench.attack.v1"
 

@@ -29,7 +29,6 @@ from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.synth import generate
 
-
 CHECKPOINT_EVERY = 2000  # events between checkpoints (the agent's: 5 s)
 BLOCK = 500  # events each run processes before the next run takes its turn
 

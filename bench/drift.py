@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
 from agent.core.drift.days import DriftConfig, counts_of, recent_windows, window
-from agent.core.state import SharedVocabulary
-from agent.core.state import PartitionState
+from agent.core.state import PartitionState, SharedVocabulary
 from agent.io.background.drift import RECENT_SECONDS, REFRESH_SECONDS
 from agent.synth import generate
 
-DAY0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
+DAY0 = datetime(2026, 3, 2, tzinfo=UTC)
 
 
 def best(run, repeats: int) -> float:

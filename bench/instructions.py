@@ -69,10 +69,10 @@ def child(name: str, warm: int, events: int) -> None:
     for line in lines[:warm]:
         run(line)
     toggle = ["callgrind_control", "--instr", "", str(os.getpid())]
-    subprocess.run(toggle[:2] + ["on"] + toggle[3:], check=True, capture_output=True)
+    subprocess.run([*toggle[:2], "on", *toggle[3:]], check=True, capture_output=True)
     for line in lines[warm:]:
         run(line)
-    subprocess.run(toggle[:2] + ["off"] + toggle[3:], check=True, capture_output=True)
+    subprocess.run([*toggle[:2], "off", *toggle[3:]], check=True, capture_output=True)
 
 
 def count(name: str, warm: int, events: int) -> int:

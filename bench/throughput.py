@@ -26,12 +26,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from common import agent, consume, fill  # bench/ is the script's directory
 from kafka import KafkaConsumer
 
-from agent.demo.broker import Tansu
 from agent.core.reasons import RejectedEvent
+from agent.demo.broker import Tansu
 from agent.synth import generate
-from common import agent, consume, fill  # bench/ is the script's directory
 
 TOPIC = "bench.retrieval.v1"
 

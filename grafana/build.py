@@ -18,9 +18,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import `grafana.*` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from grafana_foundation_sdk.cog.encoder import JSONEncoder  # noqa: E402
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from grafana import drift, health, judgment, overview, security, thresholds  # noqa: E402
+from grafana import drift, health, judgment, overview, security, thresholds
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 # file name -> the module whose build(rules) makes it

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grafana_foundation_sdk.builders import bargauge, common as cb, dashboard as db, prometheus, stat, table, timeseries
-from grafana_foundation_sdk.models import common as cm, dashboard as dm, prometheus as pm
+from grafana_foundation_sdk.builders import bargauge, prometheus, stat, table, timeseries
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
 
 from grafana.thresholds import KNOBS, Rules, Threshold
 

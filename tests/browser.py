@@ -70,7 +70,7 @@ class Browser:
         self._buffer = b""
         self.session: str | None = None
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         binary = chromium()
         to_child, self._write = os.pipe()
         self._read, from_child = os.pipe()
@@ -80,8 +80,8 @@ class Browser:
             os.dup2(high[0], 3)
             os.dup2(high[1], 4)
 
-        self.log = open(self.tmpdir / "chromium.log", "wb")  # noqa: SIM115 - closed in __exit__
-        self.proc = subprocess.Popen(  # noqa: S603 - a fixed binary and flags
+        self.log = open(self.tmpdir / "chromium.log", "wb")  # closed in __exit__
+        self.proc = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={self.tmpdir / 'profile'}",
              f"--window-size={self.width},{self.height}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,

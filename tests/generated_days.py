@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from agent.core.config import CoreConfig
 from agent.core.drift.days import DriftConfig, counts_of
 from agent.core.state import PartitionState
 from agent.synth import generate
 
-DAY0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
+DAY0 = datetime(2026, 3, 2, tzinfo=UTC)
 
 
 def day_counts(day: int, per_day: int, seed: int) -> dict:

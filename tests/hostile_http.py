@@ -28,7 +28,6 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-
 DRIP_BYTES = 40  # then the connection closes: a client without a deadline fails, later, with a cut answer
 
 

@@ -50,7 +50,7 @@ class PodmanError(AssertionError):
 
 def base_image() -> str:
     """The image the Dockerfile builds FROM, as podman names it locally."""
-    (name,) = {m for m in re.findall(r"^FROM\s+(\S+)", (ROOT / "Dockerfile").read_text(), re.M)}
+    (name,) = set(re.findall(r"^FROM\s+(\S+)", (ROOT / "Dockerfile").read_text(), re.M))
     return name if "/" in name else f"docker.io/library/{name}"
 
 

@@ -102,7 +102,7 @@ class LabelStudioServer(ChildProcess):
         except (urllib.error.URLError, OSError):
             return False
 
-    def start(self) -> "LabelStudioServer":
+    def start(self) -> LabelStudioServer:
         t0 = time.monotonic()
         super().start()
         self.started_in = time.monotonic() - t0

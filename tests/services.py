@@ -24,16 +24,17 @@ import os
 import shutil
 import threading
 import time
-import uuid
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
-from agent.demo.broker import Tansu, tansu_bin  # noqa: F401 - re-exported for tests and bench
+from agent.demo.broker import Tansu, tansu_bin  # re-exported for tests and bench
 from agent.demo.process import (  # noqa: F401 - re-exported for tests and bench
     ChildProcess,
     ServiceError,
@@ -44,28 +45,28 @@ from agent.demo.process import (  # noqa: F401 - re-exported for tests and bench
 )
 
 __all__ = [
-    "ServiceError",
-    "StopWaiting",
-    "free_port",
-    "wait_until",
-    "http_get",
-    "http_post_json",
-    "tansu_bin",
-    "Tansu",
-    "Prometheus",
-    "Alertmanager",
-    "WebhookReceiver",
-    "poll_records",
-    "wait_assigned",
-    "unique_name",
-    "postgres_available",
-    "postgres_database",
-    "Missing",
-    "apt",
-    "unavailable",
+    "ALERTMANAGER_BIN",
     "PG_ADMIN_URL",
     "PROMETHEUS_BIN",
-    "ALERTMANAGER_BIN",
+    "Alertmanager",
+    "Missing",
+    "Prometheus",
+    "ServiceError",
+    "StopWaiting",
+    "Tansu",
+    "WebhookReceiver",
+    "apt",
+    "free_port",
+    "http_get",
+    "http_post_json",
+    "poll_records",
+    "postgres_available",
+    "postgres_database",
+    "tansu_bin",
+    "unavailable",
+    "unique_name",
+    "wait_assigned",
+    "wait_until",
 ]
 
 PG_ADMIN_URL = os.environ.get("RAGDRIFT_TEST_PG", "postgresql://root@127.0.0.1:5432/test")
@@ -79,7 +80,7 @@ def unique_name(prefix: str = "t") -> str:
 
 
 def http_get(url: str, timeout: float = 5.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
         return resp.read()
 
 
@@ -90,7 +91,7 @@ def http_post_json(url: str, payload: Any, timeout: float = 5.0) -> bytes:
         headers={"Content-Type": "application/json"},
         method="POST",
     )
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         return resp.read()
 
 
@@ -218,7 +219,7 @@ class Prometheus(ChildProcess):
 
     def reload(self) -> None:
         req = urllib.request.Request(self.url + "/-/reload", method="POST")
-        urllib.request.urlopen(req, timeout=5).read()  # noqa: S310 - loopback
+        urllib.request.urlopen(req, timeout=5).read()
 
 
 class Alertmanager(ChildProcess):
@@ -322,11 +323,11 @@ class WebhookReceiver:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hook"
 
-    def start(self) -> "WebhookReceiver":
+    def start(self) -> WebhookReceiver:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 try:
@@ -381,7 +382,7 @@ class WebhookReceiver:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> "WebhookReceiver":
+    def __enter__(self) -> WebhookReceiver:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -460,12 +461,12 @@ def postgres_available(admin_url: str = PG_ADMIN_URL) -> str | None:
     try:
         with _pg_connect(admin_url) as conn:
             conn.execute("SELECT 1")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"PostgreSQL not reachable at {admin_url}: {str(exc).strip().splitlines()[0]}"
     return None
 
 
-class postgres_database:  # noqa: N801 - used like a function
+class postgres_database:  # used like a function
     """Context manager: CREATE a fresh database, yield its SQLAlchemy URL
     (``postgresql+psycopg://root@127.0.0.1:5432/ragdrift_t_<hex>``), then
     DROP it WITH (FORCE) (closing leftover connections)."""

@@ -7,7 +7,7 @@ import random
 import threading
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.broker
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc) - timedelta(minutes=3)
+    return datetime.now(UTC) - timedelta(minutes=3)
 
 
 def _replay(lines: list[bytes]) -> dict:
@@ -123,7 +123,7 @@ def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path
     agent = agents(config)
     for _ in range(10):
         # The restarted agent is consuming again; kill it at a random point.
-        wait_until(lambda: agent.value("ragdrift_events_total") > 0, 60, 0.05, "restarted agent consuming")
+        wait_until(lambda: agent.value("ragdrift_events_total") > 0, 60, 0.05, "restarted agent consuming")  # noqa: B023 - waited on here
         flow.wait_more(rng.randint(1, 400))
         agent.kill()
         agent = agents(config)
@@ -231,7 +231,7 @@ def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp
     assert sorted(dict(r.headers)["ragdrift-reason"].decode() for r in letters) == sorted(expected_reasons)
     assert [r.value for r in letters].count(near_limit) == 1
     by_reason = {dict(r.headers)["ragdrift-reason"].decode(): r for r in letters if r.value != near_limit}
-    for reason, record in by_reason.items():
+    for record in by_reason.values():
         headers = dict(record.headers)
         assert headers["ragdrift-source-topic"].decode() == topic
         assert int(headers["ragdrift-source-offset"]) >= 0

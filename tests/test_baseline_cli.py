@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -22,13 +22,13 @@ from agent.core.drift.days import DriftConfig
 from agent.core.drift.features import GRIDS
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
-from agent.io.settings.drift import drift_config
-from agent.io.store.drift import TABLES, DriftStore
 from agent.io.settings.agent import load
+from agent.io.settings.drift import drift_config
 from agent.io.store.database import Checkpoint, Store
+from agent.io.store.drift import TABLES, DriftStore
 from agent.synth import ScheduledIncident, generate
 
-DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+DAY0 = datetime(2026, 3, 1, tzinfo=UTC)
 PER_DAY = 400  # events, at one a second from midnight: inside the incident's 10 minutes on the last day
 
 
@@ -147,7 +147,7 @@ def test_show_prints_what_a_baseline_holds(config, capsys):
     q = shown["queries"]
     assert q["clusters"] == 8 and q["vocabulary"]["bits"] == 1 << 20 and q["vocabulary"]["hashes"] == 7
     assert 0 < q["vocabulary"]["terms"] < 100_000 and 0 < q["vocabulary"]["false_positive_rate"] < 1e-6
-    for app, held in shown["apps"].items():
+    for held in shown["apps"].values():
         top1 = held["numeric"]["top1_score"]
         assert len(top1["edges"]) == len(top1["counts"]) - 1 == len(top1["centres"]) - 1
         assert top1["edges"] == sorted(top1["edges"]) and top1["grid"]["digest"] == DEFAULT_GRIDS["top1_score"].digest

@@ -23,12 +23,12 @@ from sqlalchemy import update
 
 from agent.cli import main
 from agent.core.sampling import UNIFORM
-from agent.io.store.qrels import TABLES as QRELS
-from agent.io.store.qrels import Qrels
-from agent.io.store.queue import TABLES, Queue
 from agent.io.background.judgment import JudgmentJobs
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES, Queue
 from agent.jobs import batch
 from tests.core.test_sampler import cand
 from tests.test_judgments_cli import judged_jsonl
@@ -102,7 +102,7 @@ def test_a_running_week_needs_partial_and_never_blocks_the_weekly_batch(config, 
     settings = load(config)
     queue = Queue(Store(settings.store.url, None, TABLES))
     try:
-        with pytest.raises(batch.WeekError, match="has not ended .*--partial"):
+        with pytest.raises(batch.WeekError, match=r"has not ended .*--partial"):
             batch.build(settings, queue, WEEK, now=WEDNESDAY)
         first = batch.build(settings, queue, WEEK, partial=True, now=WEDNESDAY)
         assert first.partial and queue.batch_of("ragdrift", WEEK) is None

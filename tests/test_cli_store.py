@@ -14,14 +14,14 @@ from pathlib import Path
 import orjson
 import pytest
 import yaml
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, inspect
 
 from agent.io.store.calibrations import TABLES as CALIBRATIONS
+from agent.io.store.database import Store
 from agent.io.store.drift import TABLES as DRIFT
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.queue import TABLES as QUEUE
 from agent.io.store.queue import Queue
-from agent.io.store.database import Store
 from tests.test_cli import clean_environment, one_line_error, run  # noqa: F401 - clean_environment is autouse
 from tests.test_queues_cli import incident
 

@@ -48,29 +48,30 @@ import yaml
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.cog.runtime import UnknownDataquery
-from grafana_foundation_sdk.models import dashboard as dm, prometheus as pm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
 from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import synth
+from agent.core.drift import freeze
+from agent.core.judgments.calibration import ScoreFit
+from agent.core.judgments.labels import Label
+from agent.core.judgments.report import report
 from agent.core.sampling import iso_week, week_bounds
 from agent.core.snapshot import EXEMPLAR_FAMILIES
 from agent.demo.process import wait_until
-from agent.core.drift import freeze
-from agent.core.judgments.calibration import ScoreFit
+from agent.io.background.judgment import GAUGE_OPTIONS
+from agent.io.files import batch_files
+from agent.io.settings.agent import load
 from agent.io.store.calibrations import TABLES as CALIBRATION_TABLES
 from agent.io.store.calibrations import Calibrations
+from agent.io.store.database import Store
 from agent.io.store.drift import TABLES as DRIFT_TABLES
 from agent.io.store.drift import DriftStore
-from agent.core.judgments.labels import Label
-from agent.core.judgments.report import report
-from agent.io.files import batch_files
 from agent.io.store.qrels import TABLES as QRELS_TABLES
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES, Queue
-from agent.io.background.judgment import GAUGE_OPTIONS
-from agent.io.settings.agent import load
-from agent.io.store.database import Store
 from agent.jobs import batch
 from grafana import build, thresholds
 from grafana.kit import threshold_note
@@ -247,7 +248,7 @@ def test_dashboard_conventions():
             assert panel["targets"], where
             assert len({t["refId"] for t in panel["targets"]}) == len(panel["targets"]), where
             pos = panel["gridPos"]
-            assert 0 <= pos["x"] and pos["x"] + pos["w"] <= 24, where
+            assert pos["x"] >= 0 and pos["x"] + pos["w"] <= 24, where
             for target in panel["targets"]:
                 assert target["datasource"] == panel["datasource"], where
 
@@ -532,7 +533,7 @@ def live(broker, prometheus_bin, tmp_path_factory):
         trickle.start()
         prom.wait_targets_up(timeout=30)
         for family in ("ragdrift_unauthorized_results_total", "ragdrift_stale_conflict_retrievals_total"):
-            wait_until(lambda: prom.query_value(f"sum({family})") == agent.value(family), 30, 0.2,
+            wait_until(lambda: prom.query_value(f"sum({family})") == agent.value(family), 30, 0.2,  # noqa: B023 - waited on here
                        f"Prometheus scraped the final {family}")
         # Enough samples for every [1m] range (and the judgment gauges, read at start): four
         # scrapes that carried the retrieval families, not four attempts (a scrape while the
@@ -571,7 +572,7 @@ def test_every_panel_query_returns_series(live):
             expr = _expand(target["expr"], values)
             try:
                 result = live.prom.query(expr)
-            except Exception as exc:  # noqa: BLE001 - collected and reported together
+            except Exception as exc:  # collected and reported together
                 errors.append(f"{name}: {panel['title']} [{target['refId']}] app={app}: {exc}\n{expr}")
                 continue
             ran += 1
@@ -604,7 +605,7 @@ def test_security_counts_equal_the_agent(live):
         assert live.agent.value(family) > 0, family
         for app, labels in ((".*", {}), ("support-bot", {"app": "support-bot"})):
             # Waits out a scrape, should the clean trickle add to a count meanwhile.
-            wait_until(lambda: _stat(live, title, app) == live.agent.value(family, **labels), 10, 0.2,
+            wait_until(lambda: _stat(live, title, app) == live.agent.value(family, **labels), 10, 0.2,  # noqa: B023 - waited on here
                        f"{title} (app {app}) equal to the agent's {family}")
     # An app without such traffic reads 0, not "no data".
     assert _stat(live, "Unauthorized results", "no-such-app") == 0

@@ -4,7 +4,7 @@ outage, and replicas starting together on an empty PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -32,7 +32,7 @@ PHONE = "+1-555-010-2030"
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc) - timedelta(minutes=3)
+    return datetime.now(UTC) - timedelta(minutes=3)
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_privacy_suspects_reach_no_dead_letter_log_or_metric(broker, make_topic,
     base = orjson.loads(good[0])
     poison = []
     for secret, where in ((EMAIL, "query.id"), (PHONE, "principal.groups")):
-        for name, breaks in BREAKS.items():
+        for breaks in BREAKS.values():
             poison.append((secret, breaks(_with_secret(base, secret, where))))
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=1 << 21)
     for line in good[:25]:

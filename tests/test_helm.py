@@ -101,7 +101,7 @@ def test_the_values_schema_rejects_a_misspelt_key(helm):
 
 
 def test_the_service_monitor_job_must_match_the_rules_up_selector(helm):
-    with pytest.raises(HelmError, match="serviceMonitor.job"):
+    with pytest.raises(HelmError, match=r"serviceMonitor\.job"):
         helm.template(CHART, set_values={"serviceMonitor.job": "rag-monitor"})
 
 

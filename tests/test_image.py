@@ -7,7 +7,7 @@ and exits 0 on SIGTERM. Needs rootful podman, runc and mmdebstrap
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
@@ -51,7 +51,7 @@ def test_the_image_runs_the_agent_read_only_as_uid_10001(podman, broker, make_to
     podman.build(TAG, tmp_path)
 
     topic, dlq = make_topic(1, "retrievals"), make_topic(1, "dlq")
-    good = next(synth.generate(1, seed=3, start=datetime.now(timezone.utc) - timedelta(minutes=3)))
+    good = next(synth.generate(1, seed=3, start=datetime.now(UTC) - timedelta(minutes=3)))
     produce(broker.bootstrap, topic, [good, b"{not json"])
     port = new_port()
     config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{DATA}/state.db", port)

@@ -9,14 +9,14 @@ from prometheus_client import CollectorRegistry
 from agent.core.batch import build
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import ALL, Options, report
+from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
 from agent.io.files import batch_files
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES as QUEUE
 from agent.io.store.queue import Queue
-from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
-from agent.io.settings.agent import load
-from agent.io.store.database import Store
 from tests.test_report_cli import CONFIG, labels_for, week_candidates
 
 

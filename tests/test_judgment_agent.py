@@ -19,24 +19,23 @@ from sqlalchemy import func
 from sqlalchemy import select as sql_select
 
 from agent import synth
+from agent.cli import main
 from agent.core import batch as batches
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
-from agent.cli import main
-from agent.core.judging import JudgmentIntake
-from agent.core.judging import samples
+from agent.core.judging import JudgmentIntake, samples
 from agent.core.reasons import RejectedEvent
 from agent.core.sampling import select
 from agent.core.state import PartitionState
 from agent.demo.process import wait_until
+from agent.io.background.judgment import JudgmentJobs
 from agent.io.kafka.broker import written_at
+from agent.io.settings.agent import load
+from agent.io.settings.judgment import judging_config
+from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES, Queue
-from agent.io.background.judgment import JudgmentJobs
-from agent.io.settings.judgment import judging_config
-from agent.io.settings.agent import load
-from agent.io.store.database import Store
 from agent.jobs.batch import build, config_of, last_week, scheduled, weekly
 from tests.agentctl import (
     CORE,
@@ -211,7 +210,10 @@ def test_two_agents_on_postgres_build_the_batch_one_agent_would(broker, make_top
             agent.launch()
         for agent in agents:
             agent.wait_serving()
-        owned = lambda a: a.value("ragdrift_assigned_partitions")
+
+        def owned(a):
+            return a.value("ragdrift_assigned_partitions")
+
         wait_until(lambda: owned(agents[0]) + owned(agents[1]) == 3 and owned(agents[0]) * owned(agents[1]) > 0,
                    60, 0.2, "partitions split between both agents")
         lines = _lines(2000, 41, _ago(days=7)) + _lines(1000, 42, _ago(minutes=3))
@@ -266,7 +268,7 @@ def _weekly_runs_once(url: str, tmp) -> None:
         try:
             barrier.wait(10)
             results.append(weekly(settings, Queue(own), now=now))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
         finally:
             own.close()

@@ -19,13 +19,13 @@ from agent.core.config import CoreConfig
 from agent.core.judgments.labels import Label
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
+from agent.io.settings.agent import load
 from agent.io.settings.judgment import judging_config
+from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES as QUEUE
 from agent.io.store.queue import Queue
-from agent.io.settings.agent import load
-from agent.io.store.database import Store
 
 WEEK = "2026-W48"
 
@@ -315,7 +315,7 @@ def test_a_label_given_twice_across_files_is_refused_not_versioned(batch, tmp_pa
      "task 1: task id 1, annotation 2: result 7 is not a list"),
 ])  # fmt: skip
 def test_odd_grades_and_wrong_types_are_one_line_each_not_a_traceback(batch, tmp_path, capsys, name, content, place):
-    config, directory, items = batch
+    config, _, items = batch
     item, chunk = items[0]["item"], items[0]["chunks"][0]["chunk"]
     path = tmp_path / name
     path.write_text(content(item, chunk), encoding="utf-8")

@@ -21,10 +21,10 @@ import pytest
 from agent.cli import main
 from agent.core.judgments.labels import Label
 from agent.io.files.batch_files import read_key
-from agent.io.store.qrels import TABLES as QRELS
-from agent.io.store.qrels import Qrels
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
 from tests.test_judgments_cli import copy_store, latest, replayed_batch
 
 pytestmark = pytest.mark.label_studio

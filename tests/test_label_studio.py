@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agent.io.label_studio.guide import GRADE_MEANINGS, TAG_MEANINGS
 from agent.io.label_studio.client import (
     EVIDENCE_GROUPS,
     GRADES,
@@ -26,6 +25,7 @@ from agent.io.label_studio.client import (
     tasks,
     token_from,
 )
+from agent.io.label_studio.guide import GRADE_MEANINGS, TAG_MEANINGS
 from tests.hostile_http import HostileServer
 
 ITEMS = [
@@ -135,7 +135,7 @@ def test_labeling_config_escapes_tags_and_can_have_none():
 def test_tasks_keep_item_and_chunk_keys_and_show_ids_for_null_text():
     before = copy.deepcopy(ITEMS)
     out = tasks(ITEMS)
-    assert ITEMS == before  # the input is not changed
+    assert before == ITEMS  # the input is not changed
     assert [t["data"]["item"] for t in out] == [i["item"] for i in ITEMS]
     assert [t["meta"]["judges"] for t in out] == [1, 2, 1, 1, 1]  # out of the judges' sight
     assert all(set(t) == {"data", "meta"} and set(t["data"]) == {"item", "query", "chunks"} for t in out)
@@ -477,9 +477,9 @@ def test_a_batch_that_label_studio_missed_is_pushed_later(label_studio, tmp_path
 def _batch_store(tmp_path):
     """Settings, and a queue holding eight candidates of 2026-W48."""
     from agent.core.sampling import UNIFORM
-    from agent.io.store.queue import TABLES, Queue
     from agent.io.settings.agent import load
     from agent.io.store.database import Store
+    from agent.io.store.queue import TABLES, Queue
     from tests.core.test_sampler import cand
 
     settings = load(None, {"RAGDRIFT_JUDGMENT__EXPORT_DIR": str(tmp_path / "batches"), "RAGDRIFT_JUDGMENT__SALT": "s",

@@ -113,7 +113,7 @@ def _diagnose(prom, am, agent, webhook) -> str:
     def attempt(label, fn):
         try:
             return f"{label}: {json.dumps(fn(), default=str)[:3000]}"
-        except Exception as exc:  # noqa: BLE001 - diagnostics only
+        except Exception as exc:  # diagnostics only
             return f"{label}: <{exc!r}>"
 
     return "\n".join([

@@ -12,12 +12,12 @@ from prometheus_client import CollectorRegistry
 from agent.cli import main
 from agent.core.sampling import UNIFORM
 from agent.core.security import Incident
-from agent.io.store.qrels import TABLES as QRELS
-from agent.io.store.qrels import Qrels
-from agent.io.store.queue import TABLES, Queue
 from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
+from agent.io.store.qrels import TABLES as QRELS
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import TABLES, Queue
 from tests.core.test_sampler import cand
 
 WEEK = "2026-W48"

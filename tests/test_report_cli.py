@@ -14,17 +14,17 @@ import yaml
 
 from agent.cli import main
 from agent.core.batch import BatchConfig, build
+from agent.core.judgments.judged import Judged
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import Options
 from agent.core.sampling import UNIFORM, Candidate, ResultRef, uniform
-from agent.core.judgments.judged import Judged
 from agent.io.files import batch_files
+from agent.io.settings.agent import load
+from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES as QUEUE
 from agent.io.store.queue import Queue
-from agent.io.settings.agent import load
-from agent.io.store.database import Store
 from agent.jobs.report import reports
 
 CONFIG = BatchConfig(budgets={UNIFORM: 6}, default_budget=4, double_judged_share=0.3, salt="s")

@@ -208,7 +208,7 @@ def test_agent_down_inhibits_per_replica_alerts_in_a_real_alertmanager(alertmana
     from tests.services import Alertmanager, WebhookReceiver, wait_until
 
     config = yaml.safe_load(AM_CONFIG.read_text())
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
 
     def alert(**labels):
         return {

@@ -165,7 +165,7 @@ def test_prometheus_scrapes_a_prometheus_client_server(prometheus_factory):
     registry = CollectorRegistry()
     Gauge("ragdrift_smoke_value", "smoke test gauge", registry=registry).set(42.5)
     port = free_port()
-    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
     try:
         prom = prometheus_factory(targets=[f"127.0.0.1:{port}"])
         value = wait_until(lambda: prom.query_value("ragdrift_smoke_value"), timeout=20,
@@ -180,7 +180,7 @@ def test_prometheus_scrapes_a_prometheus_client_server(prometheus_factory):
 
 def test_alertmanager_delivers_a_posted_alert_to_the_webhook(alertmanager, webhook):
     name = unique_name("SmokeAlert")
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     sent = time.monotonic()
     alertmanager.post_alerts([{
         "labels": {"alertname": name, "severity": "page"},

@@ -6,7 +6,7 @@ import functools
 import itertools
 import statistics
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import orjson
 import pytest
@@ -173,7 +173,7 @@ def test_event_time_follows_rate_and_start():
 
 
 def test_an_endless_stream_is_lazy():
-    lines = generate(10**9, 1, start=datetime(2026, 6, 1, tzinfo=timezone.utc))
+    lines = generate(10**9, 1, start=datetime(2026, 6, 1, tzinfo=UTC))
     assert [decode(line).event.event_id for line in itertools.islice(lines, 3)]
 
 

@@ -106,9 +106,9 @@ def _tables():
 def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
     from agent.core.judgments.importing import Refused
     from agent.io.files.batch_files import ExportError
+    from agent.io.store.database import StoreError
     from agent.io.store.qrels import Qrels
     from agent.io.store.queue import Queue
-    from agent.io.store.database import StoreError
     from agent.jobs.judgments import import_parsed, recalibrate
 
     settings = settings or settings_from(args.config)
@@ -145,9 +145,9 @@ def _import(args: argparse.Namespace, parsed: list, settings=None) -> int:
 
 def calibrate_scores(args: argparse.Namespace) -> int:
     from agent.io.files.batch_files import ExportError
+    from agent.io.store.database import StoreError
     from agent.io.store.qrels import Qrels
     from agent.io.store.queue import Queue
-    from agent.io.store.database import StoreError
     from agent.jobs.judgments import calibrate
 
     settings = settings_from(args.config)

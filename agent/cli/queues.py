@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from agent.cli.common import UsageError, at_least, open_store
 from agent.cli.run import settings_from
@@ -63,7 +63,7 @@ def build_batch(args: argparse.Namespace) -> int:
     from agent.jobs import batch
 
     settings = settings_from(args.config)
-    now = datetime.now(timezone.utc).timestamp()
+    now = datetime.now(UTC).timestamp()
     week = args.week or batch.last_week(now)
     target = _target(settings, args.label_studio_url, args.label_studio_token_file) if args.label_studio_url else None
     with _queue(settings, write=True) as queue, _one_line():
@@ -133,7 +133,7 @@ def list_security(args: argparse.Namespace) -> int:
     else:
         print(f"{'time':<20} {'app':<16} {'event':<36} {'unauthorized':>12}  chunks")
         for x in incidents:
-            when = datetime.fromtimestamp(x.ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            when = datetime.fromtimestamp(x.ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             chunks = ", ".join(r[0] for r in x.unauthorized) or "(claims missing)"
             print(f"{when:<20} {x.app:<16} {x.event_id:<36} {len(x.unauthorized):>12}  {chunks}")
     if unreadable:  # after the rows that could be read: the queue stays usable with a damaged row

@@ -76,8 +76,8 @@ ROUND = 10000
 
 def _judging(args: argparse.Namespace):
     from agent.cli.run import settings_from
-    from agent.io.settings.judgment import JudgmentSettings, judging_config
     from agent.io.settings.agent import load
+    from agent.io.settings.judgment import JudgmentSettings, judging_config
 
     settings = settings_from(args.config) if args.config else load(None, environ={})
     return judging_config(settings.judgment) or judging_config(JudgmentSettings())

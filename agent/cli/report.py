@@ -61,9 +61,9 @@ def run_report(args: argparse.Namespace) -> int:
 def _load(config: str | None, batch: str | None, weeks: int):
     from agent.io.features.judgment import Judgment
     from agent.io.files.batch_files import ExportError
+    from agent.io.store.database import StoreError
     from agent.io.store.qrels import Qrels
     from agent.io.store.queue import Queue
-    from agent.io.store.database import StoreError
     from agent.jobs.judgments import judged_batches
 
     settings = settings_from(config)

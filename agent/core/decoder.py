@@ -13,7 +13,6 @@ import re
 import msgspec
 
 from agent.core.model import SCHEMA, Event, Feedback, Filter, Pipeline, Principal, Query, Result, Stages
-from agent.core.rules import check_text
 from agent.core.privacy import privacy_violation, raw_suspect
 from agent.core.reasons import (
     INVALID_FIELD,
@@ -23,6 +22,7 @@ from agent.core.reasons import (
     UNSUPPORTED_SCHEMA,
     RejectedEvent,
 )
+from agent.core.rules import check_text
 
 DEFAULT_MAX_BYTES = 1 << 20
 

@@ -3,7 +3,18 @@
 from itertools import chain
 
 from agent.core import (
-    access, calibrated, citations, feedback, filters, freshness, latency, query_mix, rerank, scores, sources, zero_results,
+    access,
+    calibrated,
+    citations,
+    feedback,
+    filters,
+    freshness,
+    latency,
+    query_mix,
+    rerank,
+    scores,
+    sources,
+    zero_results,
 )  # fmt: skip
 from agent.core.tally import Counter, Family
 

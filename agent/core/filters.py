@@ -1,7 +1,7 @@
 """Filter outcomes: runs per status and chunks removed, per filter name."""
 
-from agent.core.tally import Counter, Tally, inc
 from agent.core.model import FILTER_STATUSES
+from agent.core.tally import Counter, Tally, inc
 from agent.core.view import Table, View
 
 OUTCOMES = Counter("filter_outcomes", ("filter", "status"), "Filter runs by status.")

@@ -16,7 +16,6 @@ import msgspec
 
 from agent.core.rules import DATE_PATTERN, HASH_PATTERN, LANGUAGE_PATTERN, TEXT_CHARS, check, check_text
 
-
 SCHEMA = "retrieval.v1"
 
 _RANK = attrgetter("rank")

@@ -16,7 +16,7 @@ escapes.
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the model calls these rules from Event.__post_init__
@@ -111,7 +111,7 @@ def check(event: Event) -> None:
         _offender(event)
     try:
         for r in event.results:
-            if r.acl and not all(map(_HASH.__getitem__, r.acl)) or r.fingerprint is not None and not _HEX[r.fingerprint]:
+            if (r.acl and not all(map(_HASH.__getitem__, r.acl))) or (r.fingerprint is not None and not _HEX[r.fingerprint]):
                 raise ValueError  # named by _offender
             if r.effective_date is not None:
                 epoch(r.effective_date)
@@ -201,7 +201,7 @@ def _parse_date(text: str) -> float:
         raise ValueError("not an RFC 3339 date or date-time")
     try:
         if len(text) == 10:
-            return datetime.combine(date.fromisoformat(text), datetime.min.time(), timezone.utc).timestamp()
+            return datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC).timestamp()
         return datetime.fromisoformat(text.upper()).timestamp()  # 3.11 refuses "t" and "z"
     except ValueError:
         raise ValueError("not a valid date") from None

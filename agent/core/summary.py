@@ -12,8 +12,8 @@ from agent.core.freshness import AGE, NOT_YET_EFFECTIVE, STALE_CONFLICTS, STALE_
 from agent.core.query_mix import LANGUAGES, NEW_TERMS, QUERY_TYPES, TERMS
 from agent.core.scores import ADMITTED, GAP, TOP1
 from agent.core.sources import ADMITTED_RESULTS, DIVERSITY, DUPLICATES, concentration
-from agent.core.zero_results import FILTER_ZERO, RETRIEVALS, ZERO_RESULTS
 from agent.core.tally import Tally
+from agent.core.zero_results import FILTER_ZERO, RETRIEVALS, ZERO_RESULTS
 
 
 def _by(tally: Tally, name: str, position: int) -> dict[str, float]:

@@ -110,7 +110,7 @@ class Buckets:
     def __post_init__(self) -> None:
         if list(self.bounds) != sorted(set(self.bounds)):
             raise ValueError(f"bucket bounds must be strictly increasing: {self.bounds}")
-        labels = tuple(_le(b) for b in self.bounds) + ("+Inf",)
+        labels = (*(_le(b) for b in self.bounds), "+Inf")
         object.__setattr__(self, "labels", labels)
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agent.core.config import CoreConfig
 from agent.core.facts import Facts
 from agent.core.labels import LabelSet
-from agent.core.tally import HistogramKeys, Family, Histogram, Key
+from agent.core.tally import Family, Histogram, HistogramKeys, Key
 
 if TYPE_CHECKING:  # calibrated.py reads a View
     from agent.core.calibrated import Active

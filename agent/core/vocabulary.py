@@ -12,7 +12,6 @@ import base64
 import zlib
 from hashlib import blake2b
 
-
 KNOWN_TERMS = 1 << 14  # bound of the memo of terms known to be in the filter
 
 

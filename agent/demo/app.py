@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -114,7 +114,7 @@ class Demo:
 
         producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
         incidents = [synth.parse_incident(text) for text in SCHEDULE]
-        lines = synth.generate(10**9, self.seed, datetime.now(timezone.utc), self.rate, incidents, invalid_rate=0.002)
+        lines = synth.generate(10**9, self.seed, datetime.now(UTC), self.rate, incidents, invalid_rate=0.002)
         started = time.monotonic()
         try:
             for i, line in enumerate(lines):

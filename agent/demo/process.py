@@ -62,7 +62,7 @@ def wait_until(
                 return value
         except StopWaiting:
             raise
-        except Exception as exc:  # noqa: BLE001 - polled condition
+        except Exception as exc:  # polled condition
             last_exc = exc
         if time.monotonic() >= deadline:
             detail = f" (last error: {last_exc!r})" if last_exc else ""
@@ -80,7 +80,7 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
-_LIVE: "set[ChildProcess]" = set()
+_LIVE: set[ChildProcess] = set()
 
 
 def _stop_all_at_exit() -> None:
@@ -99,7 +99,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort, not on Linux
+    except Exception:  # best effort, not on Linux
         pass
 
 
@@ -126,7 +126,7 @@ class ChildProcess:
         return None
 
     # lifecycle
-    def start(self) -> "ChildProcess":
+    def start(self) -> ChildProcess:
         if self.proc is not None:
             return self
         cmd = self.command()

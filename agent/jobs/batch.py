@@ -32,13 +32,13 @@ from agent import __version__
 from agent.core import batch as batches
 from agent.core.sampling import SIGNALS, UNIFORM, iso_week, shift_week, week_bounds
 from agent.io.files import batch_files
-from agent.io.label_studio import client as label_studio
-from agent.io.store import locks
 from agent.io.http import resolver
-from agent.io.store.queue import BatchExists, Queue
-from agent.io.settings.judgment import THRESHOLDS, risk_config
+from agent.io.label_studio import client as label_studio
 from agent.io.settings.agent import Settings
+from agent.io.settings.judgment import THRESHOLDS, risk_config
+from agent.io.store import locks
 from agent.io.store.database import StoreError
+from agent.io.store.queue import BatchExists, Queue
 
 log = logging.getLogger("ragdrift.batch")
 

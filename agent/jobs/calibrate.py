@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from agent.core.judgments.calibration import ScoreFit, fit_all
 from agent.core.judgments.judged import judged
 from agent.core.judgments.labels import Label
-from agent.io.store.calibrations import Calibrations
 from agent.io.settings.judgment import CalibrationSettings
+from agent.io.store.calibrations import Calibrations
 
 
 def pooled(batch_ids: Iterable[str], pool_batches: int) -> list[str]:

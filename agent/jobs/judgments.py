@@ -19,15 +19,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.core.judgments.judged import Judged
 from agent.core.judgments.importing import Parsed, checked, keys_of
+from agent.core.judgments.judged import Judged
 from agent.core.judgments.qrels import Revision
 from agent.io.files import batch_files
-from agent.io.store.calibrations import Calibrations
 from agent.io.files.batch_files import ExportError
+from agent.io.store.calibrations import Calibrations
+from agent.io.store.database import StoreError
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
-from agent.io.store.database import StoreError
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -22,7 +22,7 @@ from agent.synth.deployment import (
     _SourceSpec,
 )
 
-_UTC = timezone.utc
+_UTC = UTC
 
 
 class _When(NamedTuple):
@@ -214,10 +214,8 @@ def _versions(parent: _Parent, spec: _SourceSpec, rng: random.Random, fingerprin
     lo, span = spec.tokens[0], spec.tokens[1] - spec.tokens[0] + 1
     prints: list[str] = []
     for c in range(count):
-        if fingerprints and rnd() < 0.03:  # boilerplate copied between documents
-            fingerprint = fingerprints[int(rnd() * len(fingerprints))]
-        else:
-            fingerprint = "%016x" % rng.getrandbits(64)
+        copied = fingerprints and rnd() < 0.03  # boilerplate copied between documents
+        fingerprint = fingerprints[int(rnd() * len(fingerprints))] if copied else f"{rng.getrandbits(64):016x}"
         fingerprints.append(fingerprint)
         prints.append(fingerprint)
         parent.current.append(_Chunk(f"{parent.id}#v{version}.c{c}", parent, spec.name, effective, expires, status,
@@ -228,7 +226,7 @@ def _versions(parent: _Parent, spec: _SourceSpec, rng: random.Random, fingerprin
         older = _when(rng, False, -age - 1 - rng.lognormvariate(math.log(200), 0.8), spec.date_only)
         for c in range(max(1, count + int(rnd() * 3) - 1)):
             same = c < len(prints) and rnd() < 0.5  # unchanged text across versions
-            fingerprint = prints[c] if same else "%016x" % rng.getrandbits(64)
+            fingerprint = prints[c] if same else f"{rng.getrandbits(64):016x}"
             parent.old.append(_Chunk(f"{parent.id}#v{version - 1}.c{c}", parent, spec.name, older, None,
                                      "superseded", spec.authority, lo + int(rnd() * span), fingerprint))
 

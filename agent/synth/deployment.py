@@ -8,8 +8,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+from collections.abc import Sequence
 from itertools import accumulate
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 _TENANTS = ("acme", "globex", "initech", "umbrella")
 _TENANT_WEIGHTS = (0.45, 0.3, 0.15, 0.1)

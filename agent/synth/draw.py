@@ -163,7 +163,7 @@ class _Draw:
             feedback = (rnd() < 0.4, rnd() < 0.12, thumbs, int(rnd() * 3) if n else 0)
         d.feedback = feedback
         # A newer producer SDK adds a field the agent does not read: it must be ignored and counted, not rejected.
-        d.trace = "%032x" % self.rng.getrandbits(128) if spec.extra_field and rnd() < spec.extra_field else None
+        d.trace = f"{self.rng.getrandbits(128):032x}" if spec.extra_field and rnd() < spec.extra_field else None
         return d
 
     def _rerank(self, n: int, width: int, spread: float) -> list[int]:

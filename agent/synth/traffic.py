@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timedelta, timezone
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
@@ -15,9 +15,9 @@ from agent.synth.draw import _App, _Draw
 from agent.synth.incidents import INCIDENT_MINUTES, ScheduledIncident, _Incidents
 from agent.synth.render import _Render
 
-DEFAULT_START = datetime(2026, 1, 5, tzinfo=timezone.utc)
+DEFAULT_START = datetime(2026, 1, 5, tzinfo=UTC)
 
-_UTC = timezone.utc
+_UTC = UTC
 # Dates placed "after the stream" stay after it: expiries and future effective dates use this horizon.
 _MAX_HORIZON_DAYS = 3650
 
@@ -66,7 +66,7 @@ class _Traffic(_Draw, _Incidents, _Render):
         self.jitter_ms = min(self.step_ms, 2000.0)
         self.invalid_rate = invalid_rate
         self.invalid_count = 0
-        self.id_prefix = "%010x" % random.Random(f"ragdrift:{seed}:ids").getrandbits(40)
+        self.id_prefix = f"{random.Random(f'ragdrift:{seed}:ids').getrandbits(40):010x}"
         horizon = min(_MAX_HORIZON_DAYS, (events + 1) / rate / 86400.0 + 1.0)
         self.end = start + timedelta(days=horizon)
         self.corpus = _CORPUS

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from itertools import pairwise
 
 import pytest
 from hypothesis import given
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from agent.core.batch import BatchConfig, Unsalted, _order_key, _shuffled, build
 from agent.core.config import CoreConfig
-from agent.core.judging import JudgmentIntake, JudgingConfig
+from agent.core.judging import JudgingConfig, JudgmentIntake
 from agent.core.partitions import Outbox
 from agent.core.reasons import RejectedEvent
 from agent.core.sampling import UNIFORM, Budgets, ResultRef, in_holdout, select
@@ -146,7 +147,7 @@ def test_the_judges_files_and_the_code_do_not_tell_an_items_stratum_or_priority(
         assert strata / len(shown) < 0.55  # chance is 0.34 (strata of 30, 30 and 40 items)
     # Item numbers do not follow the strata either: from one to the next the stratum changes about 65 times
     # in 99, as in a random order (2 times in stratum order).
-    changes = sum(a[0] != b[0] for a, b in zip(shown, shown[1:]))
+    changes = sum(a[0] != b[0] for a, b in pairwise(shown))
     assert changes > 50
 
 
@@ -165,7 +166,7 @@ def test_the_salt_changes_both_orders():
 
 
 def test_a_batch_needs_a_salt():
-    with pytest.raises(Unsalted, match="judgment.salt is empty") as info:
+    with pytest.raises(Unsalted, match=r"judgment\.salt is empty") as info:
         build(WEEK, population(), BatchConfig(**{**CONFIG.__dict__, "salt": ""}))
     assert "\n" not in str(info.value)
 

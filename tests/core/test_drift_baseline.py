@@ -23,11 +23,11 @@ from agent.core.drift import (
     SOURCE,
     TOP1_SCORE,
     Baseline,
-    ThresholdCalibration,
     Counts,
     Finding,
     Grid,
     Grids,
+    ThresholdCalibration,
     evaluate,
     freeze,
 )

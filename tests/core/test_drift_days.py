@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,7 +18,7 @@ from agent.synth import generate
 from tests.core.test_properties import FAST
 
 # 30 minutes either side of midnight UTC: the stream crosses a day.
-START = datetime(2026, 3, 1, 23, 30, tzinfo=timezone.utc)
+START = datetime(2026, 3, 1, 23, 30, tzinfo=UTC)
 LINES = list(generate(300, seed=3, start=START, rate=300 / 3600))
 FACTS = [facts_of(decode(line).event) for line in LINES]
 
@@ -46,11 +46,11 @@ def test_deltas_add_up_to_the_whole_stream_however_it_is_cut(cuts, fold_every):
 
 def test_counts_are_by_utc_day_of_the_event_and_app():
     rows = whole(FACTS)
-    expected = {(f.event.ts.astimezone(timezone.utc).date().isoformat(), f.event.app) for f in FACTS}
+    expected = {(f.event.ts.astimezone(UTC).date().isoformat(), f.event.app) for f in FACTS}
     assert {(day, app) for day, app, _ in rows} == expected
     assert {day for day, _ in expected} == {"2026-03-01", "2026-03-02"}
     for day, app in expected:
-        mine = [f for f in FACTS if (f.event.ts.astimezone(timezone.utc).date().isoformat(), f.event.app) == (day, app)]
+        mine = [f for f in FACTS if (f.event.ts.astimezone(UTC).date().isoformat(), f.event.app) == (day, app)]
         counts = rows[(day, app, "result_count")]
         assert sum(counts.values()) == len(mine)
         assert sum(rows[(day, app, "query_type")].values()) == len(mine)
@@ -66,13 +66,13 @@ def test_counts_are_by_utc_day_of_the_event_and_app():
 def test_cells_match_the_grid_index_and_mixes_name_their_categories():
     f = FACTS[0]
     rows = whole([f])
-    day = f.event.ts.astimezone(timezone.utc).date().isoformat()
+    day = f.event.ts.astimezone(UTC).date().isoformat()
     app = f.event.app
     assert rows[(day, app, "latency_seconds")] == {DEFAULT_GRIDS["latency_seconds"].index(f.event.latency_ms / 1000): 1}
     assert rows[(day, app, "result_count")] == {DEFAULT_GRIDS["result_count"].index(len(f.event.results)): 1}
     assert rows[(day, app, "query_type")] == {f.event.query.type or "unknown": 1}
-    assert rows[(day, app, "filter_outcome")] == {
-        k: n for k, n in _tally(f"{x.name}:{x.status}" for x in f.event.filters).items()}
+    assert rows[(day, app, "filter_outcome")] == dict(
+        _tally(f"{x.name}:{x.status}" for x in f.event.filters))
 
 
 def test_window_sums_days_per_app():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,8 +12,8 @@ from agent.core.drift.queries import NEW, QUERIES, SAMPLE, QueryModel, fit, merg
 from agent.core.facts import facts_of
 from agent.core.vocabulary import Vocabulary
 from agent.synth import generate
-from tests.generated_days import DAY0, generated_days
 from tests.core.test_properties import FAST
+from tests.generated_days import DAY0, generated_days
 
 keys = st.dictionaries(st.text("0123456789abcdef", min_size=4, max_size=4), st.just(("t",)), max_size=12)
 

@@ -20,8 +20,7 @@ from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
 from agent.core.drift.calibrate import ThresholdCalibration
 from agent.core.drift.days import DriftConfig, merge, recent_windows
-from agent.core.state import SharedVocabulary
-from agent.core.state import PartitionState
+from agent.core.state import PartitionState, SharedVocabulary
 from agent.synth import ScheduledIncident, generate
 from tests.generated_days import DAY0, generated_days
 

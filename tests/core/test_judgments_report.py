@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from agent.core.judgments import bootstrap_interval
-from agent.core.judgments.labels import Label
 from agent.core.judgments.judged import JudgedChunk, JudgedItem
+from agent.core.judgments.labels import Label
 from agent.core.judgments.report import REPORT_METRICS, Options, age_band, report
 from tests.core.test_properties import FAST
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +21,7 @@ GROUPS = ["grpaaaaa", "grpbbbbb", "grpccccc"]
 
 
 def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _pick(bits: int, shift: int, choices):
@@ -162,7 +162,7 @@ def test_widest_window_holds_every_event_within_it(docs):
     config = CoreConfig(lateness_seconds=3600, vocabulary_bits=1 << 12)
     state = run(docs, config)
     now = max(datetime.fromisoformat(d["ts"]).timestamp() for d in docs)
-    name, seconds = max(config.windows, key=lambda w: w[1])
+    _, seconds = max(config.windows, key=lambda w: w[1])
     assert retrievals(state.windows.window(seconds, now)) == len(docs)
     assert retrievals(state.totals()) == len(docs)
     assert ("late_events",) not in state.totals()

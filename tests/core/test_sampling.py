@@ -27,8 +27,8 @@ from agent.core.sampling import (
     THUMBS_DOWN,
     UNAUTHORIZED,
     ZERO_RESULT,
-    RiskReference,
     RiskConfig,
+    RiskReference,
     assess,
     in_holdout,
     iso_week,
@@ -212,7 +212,7 @@ def test_uniform_is_stable_and_in_the_half_open_unit_interval():
 def test_uniform_is_roughly_uniform():
     n = 10_000
     us = sorted(uniform(f"ev-{i}", "2026-W48", "ks") for i in range(n))
-    assert 0 < us[0] and us[-1] <= 1
+    assert us[0] > 0 and us[-1] <= 1
     ks = max(max((i + 1) / n - u, u - i / n) for i, u in enumerate(us))
     assert ks < 0.03  # the 0.1 % critical value is 0.0195
     assert abs(sum(us) / n - 0.5) < 0.01

@@ -48,7 +48,10 @@ def test_ht_weight_by_hand():
 def test_total_and_variance_by_hand():
     selection = Selection((item("a", 4.0), item("b", 1.0)), tau=2.0)
     values = {"a": 10.0, "b": 3.0}
-    f = lambda c: values[c.event_id]
+
+    def f(c):
+        return values[c.event_id]
+
     # a: w 4 >= tau, weight 1; b: w 1 < tau, weight 2.
     assert estimate_total(selection, f) == 10.0 + 6.0
     # Only b adds variance: f^2 (tau / w)(tau / w - 1) = 9 * 2 * 1; DLT form: (f / w)^2 tau (tau - w) = 18.
@@ -88,7 +91,10 @@ def population(seed: int = 20261125) -> list[tuple[str, float, float]]:
 def repeated(events, stratum: str) -> tuple[list[float], list[float], list[float]]:
     """Estimates of sum(f), of their variance and of the event count, one per salt."""
     values = {event_id: f for event_id, _, f in events}
-    f = lambda c: values[c.event_id]
+
+    def f(c):
+        return values[c.event_id]
+
     totals, variances, counts = [], [], []
     for salt in range(SALTS):
         candidates = []

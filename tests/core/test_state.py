@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -28,7 +28,7 @@ CONFIG = CoreConfig(
 
 
 def iso(epoch: float, offset: str = "Z") -> str:
-    text = datetime.fromtimestamp(epoch, timezone.utc).isoformat()
+    text = datetime.fromtimestamp(epoch, UTC).isoformat()
     return text.replace("+00:00", offset) if offset == "Z" else text
 
 

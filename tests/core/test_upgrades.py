@@ -5,7 +5,7 @@ cleanly; and a baseline vocabulary is shared by reference, not copied."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -14,7 +14,7 @@ import pytest
 from agent import synth
 from agent.core import state as state_module
 from agent.core.config import CoreConfig
-from agent.core.state import STATE_VERSION, SharedVocabulary, PartitionState, StateError, migrate
+from agent.core.state import STATE_VERSION, PartitionState, SharedVocabulary, StateError, migrate
 from agent.core.tally import from_items
 from agent.core.vocabulary import Vocabulary
 
@@ -38,7 +38,7 @@ def test_a_checkpoint_written_by_the_previous_release_loads(v1):
     assert restored.totals() == from_items(v1["totals"])
     assert restored.baseline is None
     # It goes on from where it stopped, and checkpoints in today's version.
-    for line in synth.generate(20, seed=4, start=datetime(2026, 11, 30, 9, 30, tzinfo=timezone.utc)):
+    for line in synth.generate(20, seed=4, start=datetime(2026, 11, 30, 9, 30, tzinfo=UTC)):
         restored.process(line)
     again = orjson.loads(orjson.dumps(restored.to_dict()))
     assert again["version"] == STATE_VERSION

@@ -17,8 +17,8 @@ import pytest
 from agent.core.batch import BatchConfig, build
 from agent.core.sampling import UNIFORM, ResultRef
 from agent.io.files import batch_files
-from agent.io.label_studio import client as label_studio
 from agent.io.http.resolver import ResolverError, Texts, resolve
+from agent.io.label_studio import client as label_studio
 from tests.core.test_sampler import cand
 
 WEEK = "2026-W48"
@@ -162,7 +162,7 @@ def test_a_command_resolver(tmp_path):
 
 def test_an_http_resolver():
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 (the standard library's name)
+        def do_POST(self):  # the standard library's name
             ask = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             body = json.dumps({"queries": {}, "chunks": {c: c * 2 for c in ask["chunks"]}}).encode()
             self.send_response(200)

@@ -9,8 +9,8 @@ import pytest
 from agent.core.calibrated import OK, TOO_FEW_LABELS, ServingRule
 from agent.core.judgments.labels import Label
 from agent.io.background.calibration import CalibrationWatch
-from agent.io.store.calibrations import TABLES, Calibrations
 from agent.io.settings.judgment import CalibrationSettings
+from agent.io.store.calibrations import TABLES, Calibrations
 from agent.io.store.database import Store
 from agent.jobs.calibrate import fit_and_store, pooled
 

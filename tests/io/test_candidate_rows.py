@@ -15,8 +15,8 @@ from agent.core.decoder import decode
 from agent.core.facts import facts_of
 from agent.core.sampling import Candidate, ResultRef, RiskConfig, assess, candidates_of
 from agent.io.files import batch_files
-from agent.io.store.queue import TABLES, Queue
 from agent.io.store.database import Store
+from agent.io.store.queue import TABLES, Queue
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "candidates"
 WEEK = "2026-W02"

@@ -20,11 +20,11 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from agent import synth
 from agent.core.config import CoreConfig
 from agent.core.families import FAMILIES
+from agent.core.snapshot import Exposition, Health
 from agent.core.state import PartitionState
 from agent.core.tally import Counter, Histogram, total
-from agent.core.snapshot import Exposition, Health
-from agent.io.prometheus.endpoint import MetricsServer
 from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
+from agent.io.prometheus.endpoint import MetricsServer
 
 APPS = ("docs-search", "hr-assistant", "support-bot")
 REASONS = ("invalid_json", "invalid_field", "unsupported_schema", "too_large", "pii_suspected")
@@ -340,9 +340,9 @@ def test_exemplars_in_openmetrics_for_unauthorized_and_stale_counters(published)
     }
     c.publish(counters=snap.counters, exemplars=exemplars)
     text = openmetrics_latest(registry).decode()
-    line = next(l for l in text.splitlines() if l.startswith('ragdrift_unauthorized_results_total{app="hr-assistant"}'))
+    line = next(x for x in text.splitlines() if x.startswith('ragdrift_unauthorized_results_total{app="hr-assistant"}'))
     assert f'# {{trace_id="{TRACE}"}} 1.0 1767225600' in line
-    line = next(l for l in text.splitlines() if l.startswith('ragdrift_stale_results_total{app="support-bot"}'))
+    line = next(x for x in text.splitlines() if x.startswith('ragdrift_stale_results_total{app="support-bot"}'))
     assert f'trace_id="{"1" * 32}"' in line
     assert "2" * 32 not in text
     # The OpenMetrics output is valid as a whole and the exemplar parses back.
@@ -411,7 +411,7 @@ def served(published):
 def get(url: str, accept: str | None = None, context=None):
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     try:
-        with urllib.request.urlopen(request, timeout=5, context=context) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
             return response.status, response.headers.get("Content-Type"), response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers.get("Content-Type"), exc.read().decode()
@@ -476,7 +476,7 @@ def test_tls(tls_server):
     assert get(f"https://127.0.0.1:{server.port}/healthz", context=context)[0] == 200
     # Plain HTTP on the TLS port gets no metrics, and the server keeps serving.
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
-        urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5)  # noqa: S310
+        urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5)
     assert get(f"https://127.0.0.1:{server.port}/metrics", context=context)[0] == 200
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -10,17 +10,16 @@ from sqlalchemy import delete
 
 from agent import synth
 from agent.core.config import CoreConfig
-from agent.core.drift import freeze
-from agent.core.drift import DEFAULT_GRIDS, Grid, Grids
+from agent.core.drift import DEFAULT_GRIDS, Grid, Grids, freeze
 from agent.core.drift.days import DriftConfig, DriftDays, counts_of, window
 from agent.core.drift.features import CONTENT_AGE, GRIDS, MIXED_GRID, TOP1_SCORE
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
-from agent.io.store.drift import TABLES, DriftStore
 from agent.io.store.database import Checkpoint, Store, StoreError
+from agent.io.store.drift import TABLES, DriftStore
 
 GROUP = "ragdrift"
-START = datetime(2026, 3, 1, 22, tzinfo=timezone.utc)
+START = datetime(2026, 3, 1, 22, tzinfo=UTC)
 LINES = list(synth.generate(400, seed=5, start=START, rate=400 / 4 / 3600))  # 4 hours over midnight
 
 
@@ -126,7 +125,7 @@ def test_days_record_their_grids_and_days_stored_without_them_still_load(drift):
             state.process(line)
         box.take(state)
         checkpoint(drift, 0, 100, box)
-    (day,) = {d for d in drift.stored_days(GROUP)}
+    (day,) = set(drift.stored_days(GROUP))
     counted = drift.stored_days(GROUP)[day]
     assert counted and all(c.grids[TOP1_SCORE] == MIXED_GRID for c in counted.values())  # two grids in one day
     assert all(c.grids[CONTENT_AGE] == DEFAULT_GRIDS[CONTENT_AGE].digest for c in counted.values())

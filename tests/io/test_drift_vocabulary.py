@@ -14,13 +14,12 @@ from agent.core.drift.days import DriftConfig
 from agent.core.state import PartitionState
 from agent.io.features import Wiring
 from agent.io.features.drift import Drift
-from agent.io.store.drift import TABLES, DriftStore
 from agent.io.settings.agent import Settings
 from agent.io.store.database import Store
+from agent.io.store.drift import TABLES, DriftStore
 from agent.ownership import Ownership
 from agent.synth import ScheduledIncident, generate
 from tests.generated_days import DAY0, generated_days
-
 
 
 @pytest.fixture

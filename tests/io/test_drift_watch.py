@@ -3,7 +3,7 @@ in a SQLite store (agent/io/background/drift.py)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -14,13 +14,13 @@ from agent.core.drift.days import DriftConfig, recent_windows, window
 from agent.core.drift.features import TOP1_SCORE
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
-from agent.io.store.drift import TABLES, DriftStore
 from agent.io.background.drift import DriftCollector, DriftStatus, DriftWatch, windows_of
 from agent.io.store.database import Checkpoint, Store, StoreError
+from agent.io.store.drift import TABLES, DriftStore
 from agent.synth import ScheduledIncident, generate
 
 GROUP = "ragdrift"
-DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+DAY0 = datetime(2026, 3, 1, tzinfo=UTC)
 PER_DAY = 400
 NOW = (DAY0 + timedelta(days=8, hours=12)).timestamp()  # noon of day 8: today = day 8, yesterday = day 7
 FAMILIES = ("ragdrift_drift_statistic", "ragdrift_drift_threshold", "ragdrift_drift_alarm",

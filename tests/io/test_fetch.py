@@ -67,9 +67,8 @@ def test_an_answer_cut_off_is_an_error(behaviour):
 
 @pytest.mark.parametrize(("behaviour", "options"), [("big", {"bytes": 3000000}), ("json", {"body": "1" * 2000})])
 def test_an_answer_above_the_bound_is_an_error(behaviour, options):
-    with HostileServer(behaviour, **options) as server:
-        with pytest.raises(AnswerTooLarge, match="larger than the limit of 1000 bytes"):
-            fetch(server.url, timeout=5, max_bytes=1000)
+    with HostileServer(behaviour, **options) as server, pytest.raises(AnswerTooLarge, match="larger than the limit of 1000 bytes"):
+        fetch(server.url, timeout=5, max_bytes=1000)
 
 
 def test_a_user_and_password_in_the_url_are_basic_credentials_and_never_shown():

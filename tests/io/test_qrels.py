@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import event, func, select
 
 from agent.core.judgments.labels import Label
-from agent.io.store.qrels import TABLES, Qrels, Version
 from agent.io.store.database import Store, StoreError
+from agent.io.store.qrels import TABLES, Qrels, Version
 
 B, OTHER = "2026-W48-0f1e2d3c", "2026-W49-aa11bb22"
 

@@ -15,8 +15,8 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from agent.core.calibrated import ServingRule
 from agent.core.config import DEFAULT_BUCKETS, CoreConfig
-from agent.io.settings.judgment import serving_rule
 from agent.io.settings.agent import ConfigError, KafkaSettings, Settings, load
+from agent.io.settings.judgment import serving_rule
 
 
 def write(tmp_path: Path, text: str, name: str = "ragdrift.yaml") -> Path:
@@ -250,7 +250,7 @@ def test_the_settings_repr_masks_its_secrets():
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match="cannot read config file .*absent.yaml"):
+    with pytest.raises(ConfigError, match=r"cannot read config file .*absent\.yaml"):
         load(tmp_path / "absent.yaml", environ={})
 
 

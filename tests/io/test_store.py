@@ -264,7 +264,7 @@ def test_a_database_without_ragdrift_tables_is_no_store(url, opening):
     with engine.begin() as conn:  # something else's tables
         conn.execute(text("CREATE TABLE orders (id INTEGER)"))
     try:
-        with pytest.raises(StoreError, match="no ragdrift store at .*: the database holds no ragdrift tables"):
+        with pytest.raises(StoreError, match=r"no ragdrift store at .*: the database holds no ragdrift tables"):
             Store(url, opening=opening)
         with engine.connect() as conn:
             assert inspect(conn).get_table_names() == ["orders"]

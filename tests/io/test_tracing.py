@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -145,7 +145,7 @@ def running_agent(broker, make_topic, group_id, tmp_path, monkeypatch):
 
 def test_agent_spans_link_producers_and_exemplars_carry_their_trace_ids(broker, running_agent, group_id):
     running, start_consuming, exporter, topic, url = running_agent
-    start = datetime.now(timezone.utc) - timedelta(minutes=3)
+    start = datetime.now(UTC) - timedelta(minutes=3)
     lines = list(synth.generate(120, seed=4, start=start, rate=50, incidents=[synth.parse_incident("leak@0")]))
     rng = random.Random(99)
     headers: list[list] = []
@@ -208,7 +208,7 @@ def test_agent_spans_link_producers_and_exemplars_carry_their_trace_ids(broker, 
     def exemplars():
         request = urllib.request.Request(f"http://127.0.0.1:{running.server.port}/metrics",
                                          headers={"Accept": "application/openmetrics-text; version=1.0.0"})
-        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=5) as response:
             text = response.read().decode()
         found = {}
         for family in text_string_to_metric_families(text):

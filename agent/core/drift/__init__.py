@@ -8,9 +8,9 @@ from agent.core.drift.baseline import (
     Baseline,
     Counts,
     DayData,
+    FeatureReference,
     Finding,
     GridMismatch,
-    FeatureReference,
     evaluate,
     freeze,
     grid_mismatches,
@@ -19,8 +19,8 @@ from agent.core.drift.baseline import (
 from agent.core.drift.bins import OTHER, Bins, Categories, Grid
 from agent.core.drift.calibrate import (
     DEFAULT_THRESHOLDS,
-    ThresholdCalibration,
     Threshold,
+    ThresholdCalibration,
     alarm,
     calibrate_thresholds,
     expected_rate,

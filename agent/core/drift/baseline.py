@@ -30,7 +30,7 @@ from datetime import date
 import numpy as np
 
 from agent.core.drift.bins import Bins, Categories
-from agent.core.drift.calibrate import ThresholdCalibration, Threshold, alarm, calibrate_thresholds, expected_rate
+from agent.core.drift.calibrate import Threshold, ThresholdCalibration, alarm, calibrate_thresholds, expected_rate
 from agent.core.drift.features import MIXED_GRID, QUERY_CLUSTER, Grids
 from agent.core.drift.queries import QueryModel, Sample, fit
 from agent.core.drift.stats import MIX_STATS, NUMERIC_STATS, statistic

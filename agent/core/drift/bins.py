@@ -22,6 +22,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -128,9 +129,9 @@ class Bins:
 
     def __post_init__(self) -> None:
         s = self.starts
-        if not s or s[0] != 0 or any(b <= a for a, b in zip(s, s[1:])) or s[-1] >= self.grid.size:
+        if not s or s[0] != 0 or any(b <= a for a, b in pairwise(s)) or s[-1] >= self.grid.size:
             raise ValueError(f"bad coarse bin starts {s} for a grid of {self.grid.size} cells")
-        if len(self.centres) != len(s) or any(b <= a for a, b in zip(self.centres, self.centres[1:])):
+        if len(self.centres) != len(s) or any(b <= a for a, b in pairwise(self.centres)):
             raise ValueError("need one strictly increasing centre per bin")
 
     @classmethod

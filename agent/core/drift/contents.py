@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from agent.core.drift.baseline import Baseline, Finding, FeatureReference
+from agent.core.drift.baseline import Baseline, FeatureReference, Finding
 from agent.core.drift.bins import Bins
 from agent.core.drift.calibrate import Threshold, expected_rate
 from agent.core.drift.queries import QueryModel

@@ -108,10 +108,7 @@ def per_query(
     hits = [doc for doc in top if doc in relevant]
     rr_depth = top if policy.rr_within_k else ranked
     first = next((rank for rank, doc in enumerate(rr_depth, 1) if doc in relevant), None)
-    if policy.precision_over == "k":
-        precision = len(hits) / k
-    else:
-        precision = len(hits) / len(top) if top else 0.0
+    precision = len(hits) / k if policy.precision_over == "k" else len(hits) / len(top) if top else 0.0
     grades = [qrels.get(doc, 0) for doc in top]
     ideal_grades = sorted(qrels.values(), reverse=True)
     if policy.clamp_gain:

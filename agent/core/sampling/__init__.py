@@ -45,9 +45,9 @@ from agent.core.sampling.risk import (
     THUMBS_DOWN,
     UNAUTHORIZED,
     ZERO_RESULT,
-    RiskReference,
     Risk,
     RiskConfig,
+    RiskReference,
     assess,
 )
 from agent.core.sampling.sampler import (

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 
-from agent.core.reasons import RejectedEvent
 from agent.core.privacy import forwardable_key
+from agent.core.reasons import RejectedEvent
 from agent.io.settings.agent import KafkaSettings
 
 REASON_HEADER = "ragdrift-reason"
@@ -96,7 +96,7 @@ def topic_id(consumer: KafkaConsumer, topic: str) -> str | None:
     """The topic's id (KIP-516) in the consumer's metadata, or None if the
     broker reports none. A recreated topic gets a new id. kafka-python 3
     keeps it on its cluster metadata, which has no public accessor."""
-    found = consumer._client.cluster.topic_id(topic)  # noqa: SLF001
+    found = consumer._client.cluster.topic_id(topic)
     return None if found is None else str(found)
 
 

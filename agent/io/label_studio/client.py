@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.core.judgments.labels import TAGS  # noqa: F401 - the tags of the labeling config, re-exported
+from agent.core.judgments.labels import TAGS  # the tags of the labeling config, re-exported
 from agent.io.http.fetch import AnswerTooLarge, FetchError, fetch
 from agent.io.label_studio.guide import EVIDENCE_GROUPS, GRADES, instructions
 from agent.io.secrets import SecretError, one_line, redact_url, scrub

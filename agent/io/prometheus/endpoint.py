@@ -13,7 +13,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 class _QuietHandler(WSGIRequestHandler):
     timeout = 30  # an idle connection cannot hold a handler thread forever
 
-    def log_message(self, format, *args):  # noqa: A002 - scrapes are not news
+    def log_message(self, format, *args):  # scrapes are not news
         pass
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import threading
 import types
 import typing
@@ -25,11 +24,11 @@ from typing import Any
 import yaml
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
+from agent.io.kafka.options import check_options
+from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_name
 from agent.io.settings import checks
 from agent.io.settings.drift import DriftSettings, check_drift
 from agent.io.settings.judgment import JudgmentSettings, check_judgment
-from agent.io.kafka.options import check_options
-from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_name
 
 ENV_PREFIX = "RAGDRIFT_"
 

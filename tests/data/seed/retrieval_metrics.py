@@ -7,6 +7,7 @@ import statistics
 import sys
 from pathlib import Path
 
+
 def dcg(grades: list[int]) -> float:
     return sum((2**grade - 1) / math.log2(rank + 2) for rank, grade in enumerate(grades))
 
