@@ -105,6 +105,8 @@ class _Pool:
     """Chunks one principal may see in one source, split by use so admitted slots draw only admissible ones."""
 
     __slots__ = ("fresh", "any", "stale", "pairs", "forbidden", "fresh_flat", "any_flat")
+    fresh_flat: tuple[list[_Chunk], list[float]]  # set once the pool is filled
+    any_flat: tuple[list[_Chunk], list[float]]
 
     def __init__(self) -> None:
         # Per parent, in popularity order: popularity belongs to documents, not to chunks.

@@ -5,10 +5,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import random
 import struct
 from bisect import bisect
 
-from agent.synth.corpus import _Chunk, _flatten, _Mix, _Pool
+from agent.synth.corpus import _Chunk, _Corpus, _flatten, _Mix, _Pool
 from agent.synth.deployment import (
     _APP_CUM,
     _FILTER_RUNS,
@@ -34,6 +35,31 @@ class _Draft:
     __slots__ = ("i", "ts_ms", "app", "ti", "persona", "query", "qtype", "k", "c", "m", "n", "chunks", "ranks",
                  "scores", "reranks", "pres", "packed", "adm", "order", "filters", "feedback", "latency",
                  "pipeline", "principal", "trace")
+    i: int
+    ts_ms: int
+    app: _App
+    ti: int
+    persona: str
+    query: dict
+    qtype: str
+    k: int
+    c: int
+    m: int
+    n: int
+    chunks: list[_Chunk]
+    ranks: list[int]
+    scores: list[float]
+    reranks: list[float] | None
+    pres: list[int] | None
+    packed: list[bool] | None
+    adm: list[bool]
+    order: list[int] | None
+    filters: list[dict]
+    feedback: tuple[bool, bool, int | None, int] | None
+    latency: float
+    pipeline: dict
+    principal: dict
+    trace: str | None
 
 
 class _App:
@@ -55,6 +81,18 @@ class _App:
 
 class _Draw:
     """How `_Traffic` draws the clean event; only the traffic stream (`self.rng`) is read."""
+
+    rng: random.Random
+    step_ms: float
+    jitter_ms: float
+    apps: tuple[_App, ...]
+    corpus: _Corpus
+    principals: dict[tuple[int, str, bool], dict]
+    queries: dict[tuple[int, int, int], tuple[dict, str]]
+    languages: tuple[tuple[tuple[str, ...], tuple[float, ...]], ...]
+    mixes: dict[tuple[int, int, str], _Mix]
+    pools: dict[tuple[str, int, str], _Pool]
+    groups: dict[tuple[int, str], frozenset[str]]
 
     def _draw(self, i: int) -> _Draft:
         rnd = self.rng.random

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import base64
 import math
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from agent.synth.corpus import _Corpus, _Pool
 from agent.synth.deployment import _OUTAGE_FILTER, _TENANTS, _principal
 from agent.synth.draw import _Draft
 
@@ -64,6 +67,12 @@ def parse_incident(text: str) -> ScheduledIncident:
 
 class _Incidents:
     """How `_Traffic` applies incidents: only the incident stream, only the draft."""
+
+    irng: random.Random
+    corpus: _Corpus
+    windows: tuple[tuple[str, float, float], ...]
+    apply: dict[str, Callable[[_Draft], None]]
+    _pool: Callable[[str, int, str], _Pool]  # the pool cache of `_Draw`
 
     def _incidents(self, d: _Draft) -> None:
         irandom = self.irng.random

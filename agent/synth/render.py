@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import random
+from datetime import datetime, timedelta
 
 import orjson
 
 from agent.core.model import SCHEMA
+from agent.synth.corpus import _Chunk
 from agent.synth.draw import _Draft
 
 INVALID_KINDS = ("invalid_json", "invalid_field", "unsupported_schema", "pii_suspected")
@@ -16,6 +18,13 @@ _EMAILS = ("jane.doe@example.com", "m.garcia@example.org")
 
 class _Render:
     """How `_Traffic` renders a draft; invalid lines draw only from the invalid stream (`self.vrng`)."""
+
+    vrng: random.Random
+    start: datetime
+    end: datetime
+    id_prefix: str
+    invalid_count: int
+    bases: dict[_Chunk, tuple[dict, dict]]
 
     def _render(self, d: _Draft) -> dict:
         app = d.app
