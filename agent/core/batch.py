@@ -20,10 +20,12 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from agent.core.sampling import Candidate, ResultRef, Selection, estimate_total, in_holdout, select
 
 FORMAT = "ragdrift.batch.v1"
+_T = TypeVar("_T")
 
 
 class Unsalted(ValueError):
@@ -48,10 +50,10 @@ class BatchConfig:
 @dataclass(frozen=True)
 class Batch:
     batch_id: str
-    manifest: dict
-    items: list[dict]  # blinded, for judges
-    key: list[dict]  # private: blinded ids back to events, ranks, scores and weights
-    regression: list[dict]  # judged queries a regression set may use: never a holdout query
+    manifest: dict[str, Any]
+    items: list[dict[str, Any]]  # blinded, for judges
+    key: list[dict[str, Any]]  # private: blinded ids back to events, ranks, scores and weights
+    regression: list[dict[str, Any]]  # judged queries a regression set may use: never a holdout query
 
 
 def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Batch:
@@ -69,7 +71,9 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
     }
     batch_id = f"{week}-{_digest(week, config.salt, *sorted(c.event_id for s in selections.values() for c in s.items))[:8]}"
     chosen = _shuffled([(stratum, c) for stratum, s in selections.items() for c in s.items], secret, batch_id)
-    items, key, regression = [], [], []
+    items: list[dict[str, Any]] = []
+    key: list[dict[str, Any]] = []
+    regression: list[dict[str, Any]] = []
     n = 0
     for stratum, c in chosen:
         # An event with nothing admitted (a zero result) has no chunk to grade:
@@ -123,7 +127,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
     return Batch(batch_id, manifest, items, key, regression)
 
 
-def _key_chunk(chunk: str, r: ResultRef) -> dict:
+def _key_chunk(chunk: str, r: ResultRef) -> dict[str, Any]:
     """A chunk's row of the key; its content age and citation only where the
     event told them (a batch of rows that never held them stays as it was)."""
     row = {"chunk": chunk, "chunk_id": r.chunk_id, "parent_id": r.parent_id, "source": r.source, "rank": r.rank,
@@ -148,7 +152,7 @@ def _order_key(salt: str) -> bytes:
     return hashlib.blake2b(salt.encode(), digest_size=64, person=b"ragdrift.order").digest()
 
 
-def _shuffled(items: list, key: bytes, seed: str) -> list:
+def _shuffled(items: list[_T], key: bytes, seed: str) -> list[_T]:
     """A permutation fixed by the secret key and the seed (the batch or item id)."""
     ranks = [hashlib.blake2b(f"{seed}\x1f{i}".encode(), key=key, digest_size=16).digest() for i in range(len(items))]
     return [items[i] for i in sorted(range(len(items)), key=ranks.__getitem__)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agent.core.tally import Buckets
 
@@ -34,6 +35,9 @@ class CoreConfig:
     score_buckets_by_app: dict[str, tuple[float, ...]] = field(default_factory=dict)
     vocabulary_bits: int = 1 << 20
     vocabulary_hashes: int = 7
+    if TYPE_CHECKING:  # set by __post_init__
+        _buckets: dict[str, Buckets] = field(init=False)
+        _score_by_app: dict[str, Buckets] = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.windows:

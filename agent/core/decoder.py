@@ -9,6 +9,7 @@ conversion, so both paths enforce exactly the same rules.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import msgspec
 
@@ -100,7 +101,7 @@ def _path(message: str) -> str:
     return path or "$"
 
 
-def _strip_unknown(doc: dict, struct: type) -> int:
+def _strip_unknown(doc: dict[str, Any], struct: type[msgspec.Struct]) -> int:
     """Remove fields the model does not know, recursively; return how many."""
     known = set(struct.__struct_fields__)
     removed = [k for k in doc if k not in known]

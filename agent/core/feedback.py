@@ -6,7 +6,7 @@ from agent.core.view import View
 FEEDBACK = Counter("feedback", ("app", "signal"), "User feedback signals.")
 METRICS = (FEEDBACK,)
 
-_THUMBS = {-1: "thumbs_down", 1: "thumbs_up"}
+_THUMBS: dict[int | None, str] = {-1: "thumbs_down", 1: "thumbs_up"}
 
 
 def observe(view: View, tally: Tally) -> None:

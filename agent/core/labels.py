@@ -7,10 +7,12 @@ volume. Memory and series counts stay bounded whatever the traffic sends.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 OTHER = "other"
 
 
-class LabelSet(dict):
+class LabelSet(dict[str, str]):
     """The admitted values of one label dimension, each mapped to itself.
 
     A call returns the set's own copy of a value, not the caller's: every key
@@ -21,7 +23,7 @@ class LabelSet(dict):
 
     __slots__ = ("fixed", "limit")
 
-    def __init__(self, limit: int, fixed: tuple[str, ...] | None = None, seen: list[str] = ()):
+    def __init__(self, limit: int, fixed: tuple[str, ...] | None = None, seen: Sequence[str] = ()):
         super().__init__((value, value) for value in (fixed or seen))
         self.fixed = bool(fixed)  # a fixed list learns nothing
         self.limit = limit

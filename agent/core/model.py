@@ -54,47 +54,52 @@ class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc
     """Structs that never hold cycles skip the garbage collector's tracking."""
 
 
-class Pipeline(_Strict, frozen=True):
+class _Frozen(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False, frozen=True):
+    """`_Strict`, immutable: the parts of an event. Each subclass says frozen=True
+    again: type checkers do not inherit it, and would take the subclass as mutable."""
+
+
+class Pipeline(_Frozen, frozen=True):
     version: ShortText | None = None
     retriever: ShortText | None = None
     reranker: ShortText | None = None
     embedding_model: ShortText | None = None
 
 
-class Query(_Strict, frozen=True):
+class Query(_Frozen, frozen=True):
     id: HashToken
     terms: Annotated[list[HashToken], msgspec.Meta(max_length=64)] = []
     type: Label | None = None
     language: LanguageTag | None = None
 
 
-class Principal(_Strict, frozen=True):
+class Principal(_Frozen, frozen=True):
     tenant: ShortText
     groups: Annotated[list[HashToken], msgspec.Meta(max_length=1024)]
     claims_present: bool = True
 
 
-class Stages(_Strict, frozen=True):
+class Stages(_Frozen, frozen=True):
     candidates: Count | None = None
     after_filter: Count | None = None
     after_rerank: Count | None = None
     packed: Count | None = None
 
 
-class Filter(_Strict, frozen=True):
+class Filter(_Frozen, frozen=True):
     name: Label
     status: FilterStatus
     removed: Count = 0
 
 
-class Feedback(_Strict, frozen=True):
+class Feedback(_Frozen, frozen=True):
     rephrased: bool = False
     correction: bool = False
     thumbs: Literal[-1, 0, 1] | None = None
     cited: Annotated[list[Ident], msgspec.Meta(max_length=1000)] = []
 
 
-class Result(_Strict, frozen=True):
+class Result(_Frozen, frozen=True):
     """One ranked result."""
 
     chunk_id: Ident

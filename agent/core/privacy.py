@@ -163,7 +163,7 @@ def _suspect(value: str, complete: bool) -> bool:
 
 
 def _unescape(text: str) -> str:
-    def one(match: re.Match) -> str:
+    def one(match: re.Match[str]) -> str:
         code = match[1]
         return chr(int(code[1:], 16)) if len(code) == 5 else _ESCAPED.get(code, code)
 

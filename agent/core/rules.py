@@ -16,8 +16,9 @@ escapes.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # the model calls these rules from Event.__post_init__
     from agent.core.model import Event
@@ -50,7 +51,10 @@ KNOWN_STRINGS = 1 << 14  # bound of each memo of strings known to pass a rule
 KNOWN_CHARS = 256  # longer strings are judged each time: a language tag has no length bound
 
 
-class Memo(dict):
+_V = TypeVar("_V")
+
+
+class Memo(dict[str, _V]):
     """A rule's verdict on strings seen before, bounded.
 
     Query terms, groups, ACL tokens, fingerprints, app names, labels, language
@@ -64,11 +68,11 @@ class Memo(dict):
 
     __slots__ = ("rule",)
 
-    def __init__(self, rule):
+    def __init__(self, rule: Callable[[str], _V]) -> None:
         super().__init__()
         self.rule = rule
 
-    def __missing__(self, text: str):
+    def __missing__(self, text: str) -> _V:
         verdict = self.rule(text)
         if verdict and len(text) <= KNOWN_CHARS:
             if len(self) >= KNOWN_STRINGS:
@@ -135,8 +139,8 @@ def check_text(event: Event) -> None:
         text += (pipeline.version or "", pipeline.retriever or "", pipeline.reranker or "", pipeline.embedding_model or "")
     if feedback is not None:
         text += feedback.cited
-    text = "".join(text)
-    if not (text.isprintable() or not _NOT_TEXT.search(text)):  # printable: the common case, found fast
+    joined = "".join(text)
+    if not (joined.isprintable() or not _NOT_TEXT.search(joined)):  # printable: the common case, found fast
         _offender(event)
 
 
@@ -157,7 +161,7 @@ def _offender(event: Event) -> None:
             raise ValueError(f"{path}: looks like a phone number")
 
 
-def _strings(event: Event):
+def _strings(event: Event) -> Iterator[tuple[str, Any, re.Pattern[str]]]:
     """(path, value, rule) for every string a rule applies to, in document order."""
     yield "event_id", event.event_id, _NOT_LABEL
     yield "app", event.app, _NOT_APP

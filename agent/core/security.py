@@ -9,6 +9,7 @@ nobody can tell whom their results were for.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from agent.core.facts import Facts
 
@@ -26,7 +27,7 @@ class Incident:
     # (chunk_id, source, rank, result tenant, admitted) of each unauthorized result, in rank order
     unauthorized: tuple[tuple[str, str, int, str | None, bool], ...]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

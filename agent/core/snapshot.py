@@ -115,11 +115,11 @@ def shown_values(volume: Tally, shown: Shown, top_n: int) -> dict[str, frozenset
     out = {}
     for dim, values in by_dim.items():
         kept = set(shown.get(dim, ()))
-        for value in sorted(values, key=lambda v: (-values[v], v)):
+        for label in sorted(values, key=lambda v: (-values[v], v)):
             if len(kept) >= top_n:
                 break
-            if value != OTHER:
-                kept.add(value)
+            if label != OTHER:
+                kept.add(label)
         out[dim] = frozenset(kept)
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any
 
 from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS, UNAUTHORIZED_RISK
 from agent.core.families import LATE_EVENTS
@@ -38,7 +39,7 @@ def _mean(tally: Tally, histogram: str) -> float | None:
     return _ratio(_sum(tally, histogram + "_sum"), _sum(tally, histogram + "_count"))
 
 
-def summarize(totals: Tally, rejected: dict[str, int]) -> dict:
+def summarize(totals: Tally, rejected: dict[str, int]) -> dict[str, Any]:
     """Every figure over the whole input, by the per-event definitions of docs/metrics.md; None when undefined."""
     processed = _sum(totals, RETRIEVALS.name)
     by_source = _by(totals, ADMITTED_RESULTS.name, 2)

@@ -9,8 +9,9 @@ label (not cumulative), `<name>_sum` and `<name>_count`.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 Key = tuple[str, ...]
 Tally = dict[Key, float]
@@ -36,6 +37,10 @@ class Histogram:
     labels: tuple[str, ...]
     help: str
     buckets: str  # which configured bucket set (see CoreConfig.buckets)
+    if TYPE_CHECKING:  # set by __post_init__
+        bucket_key: str = field(init=False)
+        count_key: str = field(init=False)
+        sum_key: str = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bucket_key", self.name + "_bucket")
@@ -106,6 +111,8 @@ class Buckets:
     """Histogram upper bounds with their `le` label strings precomputed."""
 
     bounds: tuple[float, ...]
+    if TYPE_CHECKING:  # set by __post_init__
+        labels: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         if list(self.bounds) != sorted(set(self.bounds)):
@@ -122,10 +129,10 @@ def inc(tally: Tally, key: Key, value: float = 1) -> None:
     tally[key] = tally.get(key, 0) + value
 
 
-def to_items(tally: Mapping[Key, float]) -> list[list]:
+def to_items(tally: Mapping[Key, float]) -> list[list[Any]]:
     """JSON-friendly form: `[[key...], value]` pairs in sorted key order."""
     return [[list(k), v] for k, v in sorted(tally.items())]
 
 
-def from_items(items: Iterable[list]) -> Tally:
+def from_items(items: Iterable[Sequence[Any]]) -> Tally:
     return {tuple(k): v for k, v in items}

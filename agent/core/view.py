@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agent.core.config import CoreConfig
 from agent.core.facts import Facts
@@ -23,11 +23,11 @@ class Table:
     `make` then gets None for the app)."""
 
     dimension: str
-    make: Callable[[str | None, str], Any]
+    make: Callable[[Any, str], Any]  # the app: a str, or None when by_app is False
     by_app: bool = True
 
 
-class Labelled(dict):
+class Labelled(dict[str, Any]):
     """A `Table` for one app: raw value -> what `make` built for its label.
 
     Only values the label set keeps as themselves are remembered, so the table
@@ -37,7 +37,7 @@ class Labelled(dict):
 
     __slots__ = ("app", "labels", "make")
 
-    def __init__(self, app: str | None, labels: LabelSet, make: Callable[[str | None, str], Any]):
+    def __init__(self, app: str | None, labels: LabelSet, make: Callable[[Any, str], Any]):
         super().__init__()
         self.app = app
         self.labels = labels
@@ -51,7 +51,7 @@ class Labelled(dict):
         return built
 
 
-class Keys(dict):
+class Keys(dict[Any, Any]):
     """The keys of every family for one app, built on first use: family -> its
     key (a counter) or its `HistogramKeys` (a histogram), and `Table` -> its `Labelled`.
     The state holds one per bounded app label, so their number is bounded too;
@@ -68,6 +68,7 @@ class Keys(dict):
 
     def __missing__(self, family: Family | Table) -> Key | HistogramKeys | Labelled:
         app = self.app
+        keys: Key | HistogramKeys | Labelled | None
         if isinstance(family, Table):
             if family.by_app:
                 keys = self[family] = Labelled(app, self.labels[family.dimension], family.make)
@@ -89,6 +90,6 @@ class View:
     stores instead of building one): observers read it and never keep it."""
 
     keys: Keys  # the app's family keys (and its bounded label, `keys.app`)
-    facts: Facts | None = None
+    facts: Facts = cast("Facts", None)  # noqa: RUF009 - None until the state sets it, before any observer reads it
     new_terms: int = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
     calibrations: Active | None = None  # the score calibrations in force (agent/core/calibrated.py)

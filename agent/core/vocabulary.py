@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import zlib
 from hashlib import blake2b
+from typing import Any
 
 KNOWN_TERMS = 1 << 14  # bound of the memo of terms known to be in the filter
 
@@ -78,11 +79,11 @@ class Vocabulary:
             self._known.clear()
         self._known.add(term)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         if self._encoded is None:
             self._encoded = base64.b64encode(zlib.compress(bytes(self._array))).decode()
         return {"bits": self.bits, "hashes": self.hashes, "frozen": self.frozen, "array": self._encoded}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Vocabulary:
+    def from_dict(cls, data: dict[str, Any]) -> Vocabulary:
         return cls(data["bits"], data["hashes"], zlib.decompress(base64.b64decode(data["array"])), data["frozen"])

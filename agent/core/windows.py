@@ -22,6 +22,9 @@ checkpointed, and a restored state rebuilds the same sums.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from agent.core.config import CoreConfig
 from agent.core.families import FUTURE_EVENTS, LATE_EVENTS
 from agent.core.tally import Tally, add, from_items, to_items, total
@@ -149,12 +152,12 @@ class Windows:
         """Buckets below this index have been folded into `retired`."""
         return self.head - self.config.horizon_buckets + 1
 
-    def sealed_items(self, first: int) -> list[list]:
+    def sealed_items(self, first: int) -> list[list[Any]]:
         """Sealed buckets from index `first` on, in the form `to_dict` uses."""
         last = self.sealed_before()
         return [[i, to_items(self.buckets[i])] for i in sorted(self.buckets) if first <= i < last]
 
-    def to_dict(self, sealed_elsewhere: bool = False) -> dict:
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
         """Plain data; with `sealed_elsewhere`, without the sealed buckets (see `sealed_items`)."""
         cut = self.sealed_before() if sealed_elsewhere else None
         return {
@@ -165,7 +168,7 @@ class Windows:
         }
 
     @classmethod
-    def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = ()) -> Windows:
+    def from_dict(cls, config: CoreConfig, data: dict[str, Any], sealed: Sequence[Sequence[Any]] = ()) -> Windows:
         """Restore, adding sealed buckets kept apart; any already retired are ignored."""
         windows = cls(config)
         windows.watermark = data["watermark"]

@@ -26,8 +26,10 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Any, Generic, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from agent.core.drift.bins import Bins, Categories
 from agent.core.drift.calibrate import Threshold, ThresholdCalibration, alarm, calibrate_thresholds, expected_rate
@@ -47,13 +49,13 @@ class Counts:
     queries: Sample = field(default_factory=dict)  # the day's bottom-k sample of hashed query terms (queries.py)
     grids: Mapping[str, str] = field(default_factory=dict)  # numeric feature -> Grid.digest it was counted on
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain data for the store: fine counts sparse, as {"cell": count} without zeros."""
         numeric = {}
         for feature, counts in self.numeric.items():
             items = counts.items() if isinstance(counts, Mapping) else enumerate(counts)
             numeric[feature] = {str(int(i)): int(n) for i, n in items if n}
-        out = {"numeric": numeric, "mixes": {m: {k: int(n) for k, n in c.items()} for m, c in self.mixes.items()}}
+        out: dict[str, Any] = {"numeric": numeric, "mixes": {m: {k: int(n) for k, n in c.items()} for m, c in self.mixes.items()}}
         if self.queries:
             out["queries"] = {k: list(t) for k, t in self.queries.items()}
         if self.grids:
@@ -61,7 +63,7 @@ class Counts:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Counts:
+    def from_dict(cls, data: Mapping[str, Any]) -> Counts:
         return cls({f: {int(i): int(n) for i, n in c.items()} for f, c in data.get("numeric", {}).items()},
                    {m: {k: int(n) for k, n in c.items()} for m, c in data.get("mixes", {}).items()},
                    {k: tuple(t) for k, t in data.get("queries", {}).items()},
@@ -71,29 +73,32 @@ class Counts:
 DayData = Mapping[str, Counts]  # app -> its counts for one day (or one window)
 
 
+_B = TypeVar("_B", Bins, Categories)
+
+
 @dataclass(frozen=True)
-class FeatureReference:
+class FeatureReference(Generic[_B]):
     """One feature's (or mix's) frozen distribution: bins or categories, counts, thresholds by statistic."""
 
-    bins: Bins | Categories
+    bins: _B
     counts: tuple[int, ...]
     thresholds: Mapping[str, Threshold]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"bins": self.bins.to_dict(), "counts": list(self.counts),
                 "thresholds": {s: t.to_dict() for s, t in self.thresholds.items()}}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping, mix: bool) -> FeatureReference:
-        bins = Categories.from_dict(data["bins"]) if mix else Bins.from_dict(data["bins"])
+    def from_dict(cls, data: Mapping[str, Any], mix: bool) -> FeatureReference[Any]:
+        bins: Any = Categories.from_dict(data["bins"]) if mix else Bins.from_dict(data["bins"])
         return cls(bins, tuple(int(c) for c in data["counts"]),
                    {s: Threshold.from_dict(t) for s, t in data["thresholds"].items()})  # fmt: skip
 
 
 @dataclass(frozen=True)
 class AppBaseline:
-    numeric: Mapping[str, FeatureReference]
-    mixes: Mapping[str, FeatureReference]
+    numeric: Mapping[str, FeatureReference[Bins]]
+    mixes: Mapping[str, FeatureReference[Categories]]
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ class Baseline:
     apps: Mapping[str, AppBaseline]
     queries: QueryModel | None = None  # the vocabulary and query clusters, when the days sampled terms
 
-    def content(self) -> dict:
+    def content(self) -> dict[str, Any]:
         """Everything the version hashes: all but the name and the version."""
         queries = {} if self.queries is None else {"queries": self.queries.to_dict()}
         return {**queries,
@@ -118,7 +123,7 @@ class Baseline:
                      for app, a in self.apps.items()},
         }  # fmt: skip
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, **self.content()}
 
     def to_json(self) -> bytes:
@@ -126,7 +131,7 @@ class Baseline:
         return _canonical(self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Baseline:
+    def from_dict(cls, data: Mapping[str, Any]) -> Baseline:
         if data.get("format") != BASELINE_FORMAT:
             raise ValueError(f"baseline format {data.get('format')!r}, this version reads {BASELINE_FORMAT}")
         apps = {
@@ -171,7 +176,7 @@ class GridMismatch:
         return f"app {self.app!r}, {self.feature}: counted on {counted}, {self.against} is {self.expected}"
 
 
-def version_of(content: Mapping) -> str:
+def version_of(content: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical(content)).hexdigest()[:16]
 
 
@@ -231,7 +236,9 @@ def freeze(
     return Baseline(name, version_of(content), tuple(order), n_bins, max_categories, calibration, apps, queries)
 
 
-def _with_clusters(days: Mapping[str, DayData], order: list[str], clusters: int, seed: int):
+def _with_clusters(
+    days: Mapping[str, DayData], order: list[str], clusters: int, seed: int
+) -> tuple[Mapping[str, DayData], QueryModel | None]:
     """The days with their `query_cluster` counts from their samples, and the model; days as given without samples."""
     names = [sorted(days[d]) for d in order]
     fitted = fit([[days[d][app].queries for app in apps] for d, apps in zip(order, names)], clusters, seed)
@@ -270,7 +277,7 @@ def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
             # a stored day: its sample's clusters (a sub-day window counts every query as it comes)
             cats = baseline.queries.categories(counts.queries[k] for k in sorted(counts.queries))
             counts = Counts(counts.numeric, {**counts.mixes, QUERY_CLUSTER: cats})
-        pairs = [(f, r, r.bins.rebin(counts.numeric[f])) for f, r in ref.numeric.items()
+        pairs: list[tuple[str, FeatureReference[Any], np.ndarray]] = [(f, r, r.bins.rebin(counts.numeric[f])) for f, r in ref.numeric.items()
                  if f in counts.numeric and (app, f) not in skip]
         pairs += [(m, r, np.array(r.bins.fold(counts.mixes[m]))) for m, r in ref.mixes.items() if m in counts.mixes]
         for feature, r, coarse in sorted(pairs, key=lambda p: p[0]):
@@ -290,13 +297,14 @@ def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
     return out
 
 
-def _reference(bins, rows: np.ndarray, stats, calibration: ThresholdCalibration, app: str, name: str, centres) -> FeatureReference:
+def _reference(bins: _B, rows: np.ndarray, stats: Sequence[str], calibration: ThresholdCalibration, app: str, name: str,
+               centres: Sequence[float] | None) -> FeatureReference[_B]:
     key = (zlib.crc32(f"{app}\x00{name}".encode()),)
     thresholds = calibrate_thresholds(rows, stats, centres, calibration, key)
     return FeatureReference(bins, tuple(int(c) for c in rows.sum(axis=0)), thresholds)
 
 
-def _integral(rows, app: str, name: str) -> np.ndarray:
+def _integral(rows: npt.ArrayLike, app: str, name: str) -> np.ndarray:
     """Day rows as int64, refusing what is not a count (thinning draws events, so counts are whole)."""
     raw = np.array(rows, dtype=float)
     if not (np.isfinite(raw).all() and (raw >= 0).all() and (raw == np.floor(raw)).all()):
@@ -304,5 +312,5 @@ def _integral(rows, app: str, name: str) -> np.ndarray:
     return raw.astype(np.int64)
 
 
-def _canonical(data) -> bytes:
+def _canonical(data: object) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode()

@@ -20,11 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 OTHER = "other"  # the category every value outside a mix's list folds into
 
@@ -37,6 +39,9 @@ class Grid:
     hi: float
     cells: int
     scale: float | None = None  # None: uniform in x; else uniform in asinh(x / scale)
+    if TYPE_CHECKING:  # set by __post_init__
+        _edges: np.ndarray = field(init=False)
+        _digest: str = field(init=False)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo < self.hi):
@@ -82,14 +87,14 @@ class Grid:
             raise ValueError("cannot bin NaN")
         return int(np.searchsorted(self._edges, x, side="right"))
 
-    def histogram(self, values) -> np.ndarray:
+    def histogram(self, values: npt.ArrayLike) -> np.ndarray:
         """Fine counts of many values (int64, length `size`)."""
         v = np.asarray(values, dtype=float).ravel()
         if np.isnan(v).any():
             raise ValueError("cannot bin NaN")
         return np.bincount(np.searchsorted(self._edges, v, side="right"), minlength=self.size).astype(np.int64)
 
-    def dense(self, counts: Sequence[float] | Mapping[int, float]) -> np.ndarray:
+    def dense(self, counts: npt.ArrayLike | Mapping[int, float]) -> np.ndarray:
         """Fine counts as a dense vector, from a dense sequence or a sparse {cell: count} mapping."""
         if isinstance(counts, Mapping):
             out = np.zeros(self.size, dtype=np.int64)
@@ -110,11 +115,11 @@ class Grid:
         day records, so days and baselines counted on different grids are never compared."""
         return self._digest
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"lo": self.lo, "hi": self.hi, "cells": self.cells, "scale": self.scale}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Grid:
+    def from_dict(cls, data: Mapping[str, Any]) -> Grid:
         scale = data.get("scale")
         return cls(float(data["lo"]), float(data["hi"]), int(data["cells"]), None if scale is None else float(scale))
 
@@ -135,7 +140,7 @@ class Bins:
             raise ValueError("need one strictly increasing centre per bin")
 
     @classmethod
-    def from_quantiles(cls, grid: Grid, fine_counts, n_bins: int = 10) -> Bins:
+    def from_quantiles(cls, grid: Grid, fine_counts: npt.ArrayLike | Mapping[int, float], n_bins: int = 10) -> Bins:
         """Bins at the j / n_bins quantiles (j = 1 .. n_bins - 1) of fine counts.
 
         A cut goes after the first fine cell where the cumulative count reaches
@@ -187,15 +192,15 @@ class Bins:
         e = self.grid.edges
         return tuple(float(e[s - 1]) for s in self.starts[1:])
 
-    def rebin(self, fine_counts) -> np.ndarray:
+    def rebin(self, fine_counts: npt.ArrayLike | Mapping[int, float]) -> np.ndarray:
         """Coarse counts of fine counts (dense or sparse) on this grid."""
         return np.add.reduceat(self.grid.dense(fine_counts), list(self.starts))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"grid": self.grid.to_dict(), "starts": list(self.starts), "centres": list(self.centres)}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Bins:
+    def from_dict(cls, data: Mapping[str, Any]) -> Bins:
         return cls(Grid.from_dict(data["grid"]), tuple(int(s) for s in data["starts"]),
                    tuple(float(c) for c in data["centres"]))  # fmt: skip
 
@@ -220,17 +225,17 @@ class Categories:
     def labels(self) -> tuple[str, ...]:
         return (*self.values, OTHER)
 
-    def fold(self, counts: Mapping[str, float]) -> tuple:
+    def fold(self, counts: Mapping[str, float]) -> tuple[float, ...]:
         """Counts in `labels` order: one per category, then `other`."""
         index = {k: i for i, k in enumerate(self.values)}
-        out = [0] * (len(self.values) + 1)
+        out: list[float] = [0] * (len(self.values) + 1)
         for k, n in counts.items():
             out[index.get(k, len(self.values))] += n
         return tuple(out)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"values": list(self.values)}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Categories:
+    def from_dict(cls, data: Mapping[str, Any]) -> Categories:
         return cls(tuple(data["values"]))

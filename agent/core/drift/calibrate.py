@@ -61,8 +61,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import stdtrit  # Student's t quantile
 
 from agent.core.drift.stats import LOWER_IS_WORSE, statistic
@@ -98,12 +100,12 @@ class ThresholdCalibration:
         merged = {k: float(v) for k, v in sorted({**DEFAULT_THRESHOLDS, **self.defaults}.items())}
         object.__setattr__(self, "defaults", MappingProxyType(merged))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"rate": self.rate, "min_days": self.min_days, "min_events": self.min_events,
                 "draws": self.draws, "seed": self.seed, "defaults": dict(self.defaults)}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> ThresholdCalibration:
+    def from_dict(cls, data: Mapping[str, Any]) -> ThresholdCalibration:
         return cls(float(data["rate"]), int(data["min_days"]), int(data["min_events"]), int(data["draws"]),
                    int(data["seed"]), dict(data["defaults"]))  # fmt: skip
 
@@ -137,12 +139,12 @@ class Threshold:
             return float(math.exp(math.log(v0) + x * math.log(v1 / v0)))
         return float(v0 + x * (v1 - v0))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"sizes": list(self.sizes), "values": list(self.values), "samples": list(self.samples),
                 "calibrated": self.calibrated, "reason": self.reason}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Threshold:
+    def from_dict(cls, data: Mapping[str, Any]) -> Threshold:
         return cls(tuple(int(s) for s in data["sizes"]), tuple(float(v) for v in data["values"]),
                    tuple(int(s) for s in data["samples"]), bool(data["calibrated"]), str(data["reason"]))  # fmt: skip
 
@@ -161,7 +163,7 @@ def alarm(stat: str, value: float, threshold: float | None) -> bool:
     return value < threshold if stat in LOWER_IS_WORSE else value > threshold
 
 
-def quantile(values, stat: str, rate: float) -> float:
+def quantile(values: npt.ArrayLike, stat: str, rate: float) -> float:
     """The Weibull-position quantile at the bad tail: 1 - rate, or rate for a p-value;
     beyond the sample's extreme, the predictive log-normal tail of its positive values
     (of -log p for a p-value)."""
@@ -184,9 +186,9 @@ def quantile(values, stat: str, rate: float) -> float:
 
 
 def calibrate_thresholds(
-    days,
+    days: npt.ArrayLike,
     stats: Sequence[str],
-    centres=None,
+    centres: npt.ArrayLike | None = None,
     settings: ThresholdCalibration = ThresholdCalibration(),
     key: Sequence[int] = (),
 ) -> dict[str, Threshold]:
@@ -221,12 +223,16 @@ def calibrate_thresholds(
     return out
 
 
-def ladder(counts: np.ndarray, settings: ThresholdCalibration, rng: np.random.Generator):
+def ladder(
+    counts: np.ndarray, settings: ThresholdCalibration, rng: np.random.Generator
+) -> tuple[list[int], list[np.ndarray], list[np.ndarray]]:
     """(sizes, samples per size, rest of the baseline per sample): the thinned rungs, then whole days."""
     totals = counts.sum(axis=1)
     rest = counts.sum(axis=0) - counts  # row d: the baseline without day d
     day = int(np.median(totals))
-    sizes, rows, rests = [], [], []
+    sizes: list[int] = []
+    rows: list[np.ndarray] = []
+    rests: list[np.ndarray] = []
     n = settings.min_events
     while n < day:
         big = np.flatnonzero(totals >= n)
@@ -241,7 +247,8 @@ def ladder(counts: np.ndarray, settings: ThresholdCalibration, rng: np.random.Ge
     return sizes, rows, rests
 
 
-def fallback(stats: Sequence[str], total, centres, settings: ThresholdCalibration, why: str) -> dict[str, Threshold]:
+def fallback(stats: Sequence[str], total: npt.ArrayLike, centres: npt.ArrayLike | None, settings: ThresholdCalibration,
+             why: str) -> dict[str, Threshold]:
     """The default thresholds, flagged uncalibrated (wasserstein scaled by the baseline's standard deviation)."""
     out = {}
     for stat in stats:
@@ -252,7 +259,7 @@ def fallback(stats: Sequence[str], total, centres, settings: ThresholdCalibratio
     return out
 
 
-def spread(counts, centres) -> float:
+def spread(counts: npt.ArrayLike, centres: npt.ArrayLike | None) -> float:
     """Standard deviation of the binned distribution (mass at the centres); 0 without data."""
     w = np.asarray(counts, dtype=float)
     if w.sum() <= 0:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import math
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from agent.core.drift.calibrate import Threshold, expected_rate
 from agent.core.drift.queries import QueryModel
 
 
-def describe(baseline: Baseline) -> dict:
+def describe(baseline: Baseline) -> dict[str, Any]:
     """The baseline's name, version, days, settings, per app and feature its bins and thresholds,
     and its vocabulary and clusters."""
     return {
@@ -40,12 +41,12 @@ def describe(baseline: Baseline) -> dict:
     }  # fmt: skip
 
 
-def reference(r: FeatureReference, baseline: Baseline) -> dict:
+def reference(r: FeatureReference[Any], baseline: Baseline) -> dict[str, Any]:
     """One feature's bins (or categories), counts and thresholds."""
     return bins(r) | {"thresholds": {s: threshold(t, baseline) for s, t in sorted(r.thresholds.items())}}
 
 
-def bins(r: FeatureReference) -> dict:
+def bins(r: FeatureReference[Any]) -> dict[str, Any]:
     """The baseline side of a statistic: edges, counts and centres (numeric) or categories and counts (mix)."""
     if isinstance(r.bins, Bins):
         grid = r.bins.grid
@@ -54,12 +55,12 @@ def bins(r: FeatureReference) -> dict:
     return {"categories": list(r.bins.labels), "counts": list(r.counts)}
 
 
-def threshold(t: Threshold, baseline: Baseline) -> dict:
+def threshold(t: Threshold, baseline: Baseline) -> dict[str, Any]:
     """A threshold by window size, how it was fitted (`reason`) and its expected false-alarm rate."""
     return t.to_dict() | {"expected_false_alarm_rate": expected_rate(t, baseline.calibration)}
 
 
-def queries(model: QueryModel) -> dict:
+def queries(model: QueryModel) -> dict[str, Any]:
     """The vocabulary's size and false-positive rate, and the cluster count.
 
     A Bloom filter of m bits and k hashes with X bits set holds about
@@ -75,7 +76,7 @@ def queries(model: QueryModel) -> dict:
                            "false_positive_rate": fill**k}}  # fmt: skip
 
 
-def finding_record(baseline: Baseline, f: Finding) -> dict:
+def finding_record(baseline: Baseline, f: Finding) -> dict[str, Any]:
     """One finding with what its value was computed from: the window's counts in the baseline's bins,
     the baseline's counts (and edges and centres, or categories), and the expected false-alarm rate."""
     app = baseline.apps[f.app]

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from agent.core.drift.bins import Grid
 
@@ -49,7 +50,7 @@ GRIDS = "grids"  # the stored row of a day and app naming each numeric feature's
 MIXED_GRID = "mixed"  # a feature counted on two grids in one day (or one window): comparable with nothing
 
 
-def merge_grids(into: dict, grids: Mapping[str, str]) -> dict:
+def merge_grids(into: dict[str, Any], grids: Mapping[str, str]) -> dict[str, Any]:
     """Add `grids` ({feature: digest}) to `into`: the same digest stays, another makes the feature MIXED_GRID."""
     for feature, digest in grids.items():
         held = into.get(feature)
@@ -81,11 +82,11 @@ class Grids:
             raise ValueError(f"no grid for feature {feature!r} (app {app!r}): configure one in Grids")
         return found
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"by_feature": {k: g.to_dict() for k, g in self.by_feature.items()},
                 "by_app": {a: {k: g.to_dict() for k, g in m.items()} for a, m in self.by_app.items()}}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Grids:
+    def from_dict(cls, data: Mapping[str, Any]) -> Grids:
         by_app = {a: {k: Grid.from_dict(g) for k, g in m.items()} for a, m in data.get("by_app", {}).items()}
         return cls({k: Grid.from_dict(g) for k, g in data.get("by_feature", {}).items()}, by_app)

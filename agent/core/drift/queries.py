@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
+from typing import Any, Protocol
 
 import numpy as np
 from sklearn.cluster import MiniBatchKMeans
@@ -51,7 +52,7 @@ def sample_key(event_id: str) -> str:
     return blake2b(event_id.encode(), digest_size=8).hexdigest()
 
 
-def merge_sample(into: dict, sample: Sample, k: int = SAMPLE) -> dict:
+def merge_sample(into: dict[str, Any], sample: Sample, k: int = SAMPLE) -> dict[str, Any]:
     """Add a sample to `into` (in place) and keep the k smallest keys."""
     into.update(sample)
     if len(into) > k:
@@ -64,6 +65,12 @@ def _terms(doc: Sequence[str]) -> Sequence[str]:
     return doc
 
 
+class _Known(Protocol):
+    """Terms counted as known: a vocabulary, or a set of terms."""
+
+    def __contains__(self, term: str, /) -> bool: ...
+
+
 @dataclass(frozen=True, eq=False)
 class QueryModel:
     """The baseline's vocabulary and cluster centres over hashed terms."""
@@ -72,30 +79,31 @@ class QueryModel:
     centres: tuple[tuple[float, ...], ...]
     vocabulary: Vocabulary
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, QueryModel) and self.to_dict() == other.to_dict()
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # typeshed types object.__hash__ as a method only
 
-    def _vectors(self, queries: Sequence[Sequence[str]]):
+    def _vectors(self, queries: Sequence[Sequence[str]]) -> Any:  # a scipy sparse matrix
         return HashingVectorizer(n_features=self.n_features, analyzer=_terms, alternate_sign=False,
                                  norm="l2").transform(queries)  # fmt: skip
 
     def assign(self, queries: Sequence[Sequence[str]]) -> np.ndarray:
         """The nearest centre of each query (by squared Euclidean distance)."""
         c = np.asarray(self.centres)
-        scores = np.asarray(self._vectors(queries) @ c.T)
-        return np.argmin((c * c).sum(axis=1) - 2 * scores, axis=1)
+        scores: np.ndarray = np.asarray(self._vectors(queries) @ c.T)
+        nearest: np.ndarray = np.argmin((c * c).sum(axis=1) - 2 * scores, axis=1)
+        return nearest
 
-    def categories(self, queries: Iterable[Sequence[str]], known=None) -> dict[str, int]:
+    def categories(self, queries: Iterable[Sequence[str]], known: _Known | None = None) -> dict[str, int]:
         """`query_cluster` counts; a term is known when `in known` (default: the vocabulary)."""
-        known = self.vocabulary if known is None else known
+        vocabulary: _Known = self.vocabulary if known is None else known
         out: dict[str, int] = {}
-        placed = []
+        placed: list[Sequence[str]] = []
         for terms in queries:
             if not terms:
                 continue
-            if 2 * sum(t not in known for t in terms) >= len(terms):
+            if 2 * sum(t not in vocabulary for t in terms) >= len(terms):
                 out[NEW] = out.get(NEW, 0) + 1
             else:
                 placed.append(terms)
@@ -104,12 +112,12 @@ class QueryModel:
                 out[f"c{int(i)}"] = int(n)
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"n_features": self.n_features, "centres": [list(c) for c in self.centres],
                 "vocabulary": self.vocabulary.to_dict()}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> QueryModel:
+    def from_dict(cls, data: Mapping[str, Any]) -> QueryModel:
         return cls(int(data["n_features"]), tuple(tuple(float(x) for x in c) for c in data["centres"]),
                    Vocabulary.from_dict(data["vocabulary"]))  # fmt: skip
 

@@ -31,12 +31,13 @@ Conventions (each matches the scipy function named, to 1e-9, in the tests):
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import chdtrc  # the chi-square survival function scipy.stats.chi2.sf calls
 
 PSI_EPSILON = 1e-4
 
 
-def _pair(p, q) -> tuple[np.ndarray, np.ndarray]:
+def _pair(p: npt.ArrayLike, q: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
     p, q = np.broadcast_arrays(p, q)
@@ -53,14 +54,14 @@ def _shares(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p / p.sum(axis=-1, keepdims=True), q / q.sum(axis=-1, keepdims=True)
 
 
-def psi(p, q, epsilon: float = PSI_EPSILON) -> np.ndarray | float:
+def psi(p: npt.ArrayLike, q: npt.ArrayLike, epsilon: float = PSI_EPSILON) -> np.ndarray | float:
     """Population stability index, sum (q - p) ln(q / p) over shares floored at `epsilon`."""
     a, b = _shares(*_pair(p, q))
     a, b = np.maximum(a, epsilon), np.maximum(b, epsilon)
     return _out(np.sum((b - a) * np.log(b / a), axis=-1))
 
 
-def js(p, q, base: float = 2.0) -> np.ndarray | float:
+def js(p: npt.ArrayLike, q: npt.ArrayLike, base: float = 2.0) -> np.ndarray | float:
     """Jensen-Shannon distance (square root of the divergence), in `base` (2: within [0, 1])."""
     a, b = _shares(*_pair(p, q))
     m = (a + b) / 2
@@ -71,13 +72,13 @@ def js(p, q, base: float = 2.0) -> np.ndarray | float:
     return _out(np.sqrt(np.maximum(divergence, 0.0)))
 
 
-def ks(p, q) -> np.ndarray | float:
+def ks(p: npt.ArrayLike, q: npt.ArrayLike) -> np.ndarray | float:
     """Kolmogorov-Smirnov statistic on the binned CDFs: max |F_p - F_q|."""
     a, b = _shares(*_pair(p, q))
     return _out(np.max(np.abs(np.cumsum(a, axis=-1) - np.cumsum(b, axis=-1)), axis=-1))
 
 
-def wasserstein(p, q, centres) -> np.ndarray | float:
+def wasserstein(p: npt.ArrayLike, q: npt.ArrayLike, centres: npt.ArrayLike | None) -> np.ndarray | float:
     """Wasserstein-1 distance with each bin's mass at its centre (centres increasing)."""
     a, b = _shares(*_pair(p, q))
     c = np.asarray(centres, dtype=float)
@@ -87,7 +88,7 @@ def wasserstein(p, q, centres) -> np.ndarray | float:
     return _out(np.sum(gap * np.diff(c), axis=-1))
 
 
-def chi2_test(p, q) -> tuple[np.ndarray | float, np.ndarray | float, np.ndarray | int]:
+def chi2_test(p: npt.ArrayLike, q: npt.ArrayLike) -> tuple[np.ndarray | float, np.ndarray | float, np.ndarray | float]:
     """(statistic, p-value, dof) of Pearson's chi-square on the 2 x k table [p; q], empty columns dropped."""
     p, q = _pair(p, q)
     column = p + q
@@ -103,14 +104,17 @@ def chi2_test(p, q) -> tuple[np.ndarray | float, np.ndarray | float, np.ndarray 
     return _out(statistic), _out(pvalue), _out(dof)
 
 
-def chi2_p(p, q) -> np.ndarray | float:
+def chi2_p(p: npt.ArrayLike, q: npt.ArrayLike) -> np.ndarray | float:
     """p-value of the chi-square test of homogeneity (see `chi2_test`); small means different."""
     return chi2_test(p, q)[1]
 
 
-def _out(x: np.ndarray):
+def _out(x: np.ndarray) -> np.ndarray | float:
     """A plain Python number for one pair, the array for many."""
-    return x.item() if np.ndim(x) == 0 else x
+    if np.ndim(x) == 0:
+        number: float = x.item()  # an int for the degrees of freedom
+        return number
+    return x
 
 
 # The statistics by name: which apply to numeric features and which to mixes.
@@ -119,7 +123,9 @@ MIX_STATS = ("psi", "chi2_p")
 LOWER_IS_WORSE = frozenset({"chi2_p"})  # a p-value alarms when small; every other statistic when large
 
 
-def statistic(name: str, p, q, centres=None):
+def statistic(
+    name: str, p: npt.ArrayLike, q: npt.ArrayLike, centres: npt.ArrayLike | None = None
+) -> np.ndarray | float:
     """The statistic `name` of (baseline, window) counts; `centres` only for wasserstein."""
     match name:
         case "psi":

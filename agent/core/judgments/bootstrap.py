@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,9 @@ def weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
 
 
 def bootstrap_interval(
-    values: Sequence[float],
+    values: npt.ArrayLike,
     rng: np.random.Generator,
-    weights: Sequence[float] | None = None,
+    weights: npt.ArrayLike | None = None,
     *,
     resamples: int = 2000,
     level: float = 0.95,
@@ -63,10 +64,10 @@ def bootstrap_interval(
     draws = [max(g.size - 1, 1) for g in groups]
     index = np.hstack([g[rng.integers(0, g.size, size=(resamples, m))] for g, m in zip(groups, draws)])
     scale = np.hstack([np.full(m, g.size / m) for g, m in zip(groups, draws)])
-    weights = w[index] * scale
-    sums = weights.sum(axis=1)
+    drawn = w[index] * scale
+    sums = drawn.sum(axis=1)
     keep = sums > 0  # a resample of zero-weight queries only has no mean
-    means = (x[index] * weights).sum(axis=1)[keep] / sums[keep]
+    means = (x[index] * drawn).sum(axis=1)[keep] / sums[keep]
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return Interval(estimate, float(low), float(high), level)

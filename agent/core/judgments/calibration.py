@@ -25,8 +25,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from agent.core.judgments.judged import JudgedItem
 
@@ -56,11 +58,11 @@ class ScoreFit:
         """scikit-learn's `predict` of the fit, without scikit-learn."""
         return interpolate(self.x, self.y, score)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> ScoreFit:
+    def from_dict(cls, data: Mapping[str, Any]) -> ScoreFit:
         fields = dict(data)
         for name in ("x", "y", "batches"):
             fields[name] = tuple(fields[name])
@@ -114,7 +116,7 @@ def out_of_fold(scores: Sequence[float], relevant: Sequence[float], folds: int =
     return out
 
 
-def ece(probabilities: Sequence[float], relevant: Sequence[float], bins: int = ECE_BINS) -> float:
+def ece(probabilities: npt.ArrayLike, relevant: Sequence[float], bins: int = ECE_BINS) -> float:
     """Expected calibration error over equal-width bins of the probability
     ([0, 0.1), ..., [0.9, 1.0] with 10 bins), each weighed by its share of chunks."""
     p = np.asarray(probabilities, dtype=float)
@@ -127,7 +129,7 @@ def ece(probabilities: Sequence[float], relevant: Sequence[float], bins: int = E
     return float(total)
 
 
-def brier(probabilities: Sequence[float], relevant: Sequence[float]) -> float:
+def brier(probabilities: npt.ArrayLike, relevant: Sequence[float]) -> float:
     p = np.asarray(probabilities, dtype=float)
     return float(np.mean((p - np.asarray(relevant, dtype=float)) ** 2))
 

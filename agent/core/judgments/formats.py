@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from typing import Any, cast
 
 from agent.core.judgments.untrusted import first_repeat, integer, loads, shown
 
@@ -90,16 +92,16 @@ def _is_json(text: str) -> bool:
     return text.lstrip().startswith("{")
 
 
-def _json(text: str) -> dict:
+def _json(text: str) -> dict[str, Any]:
     try:
-        return loads(text)
+        return cast("dict[str, Any]", loads(text))  # a document that starts with "{"
     except json.JSONDecodeError as exc:
         raise FormatError(exc.lineno, f"not JSON: {exc.msg}") from None
     except ValueError as exc:  # a repeated key, a non-finite number
         raise FormatError(None, str(exc)) from None
 
 
-def _lines(text: str, width: int, layout: str):
+def _lines(text: str, width: int, layout: str) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of each non-blank line, which must have `width` fields."""
     found = False
     for n, line in enumerate(text.splitlines(), 1):
@@ -114,5 +116,5 @@ def _lines(text: str, width: int, layout: str):
         raise FormatError(None, "empty: no qrels or run lines")
 
 
-def _number(value) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -11,6 +11,7 @@ A metric a view cannot estimate (nothing judged for it) has no row.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from agent.core.judgments.report import ALL
 
@@ -42,7 +43,7 @@ def app_of(stratum: str) -> str:
     return stratum.split("|", 1)[0] if "|" in stratum else ALL
 
 
-def gauges(report: dict) -> JudgedFigures:
+def gauges(report: dict[str, Any]) -> JudgedFigures:
     items, figures = {}, []
     for v in report["views"]:
         app = app_of(v["stratum"])

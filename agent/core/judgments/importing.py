@@ -35,6 +35,7 @@ import csv
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.core.judgments import studio
 from agent.core.judgments.labels import GRADES, TAGS, Label
@@ -87,7 +88,7 @@ def batch_of(item: str) -> str:
     return item.rpartition("-")[0] or item
 
 
-def keys_of(key: Iterable[Mapping]) -> dict[str, frozenset[str]]:
+def keys_of(key: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
     """A batch's key.jsonl rows as item -> its chunks (events without an item have nothing to judge)."""
     return {row["item"]: frozenset(c["chunk"] for c in row["chunks"]) for row in key if row.get("item")}
 
@@ -200,8 +201,8 @@ class Reader:
         """A field as a reason names it: in a CSV file with its column."""
         return self.columns.get(key, key.replace("_", " "))
 
-    def add(self, line: int, where: str, item, chunk, judge, grade, tags, group) -> None:
-        """One row's label, or its problems (`where` prefixes each reason)."""
+    def add(self, line: int, where: str, item: Any, chunk: Any, judge: Any, grade: Any, tags: Any, group: Any) -> None:
+        """One row's label, or its problems (`where` prefixes each reason): the fields as read, of any type."""
         name = self.name
         reasons = []
         for key, value in (("item", item), ("chunk", chunk)):
@@ -257,7 +258,7 @@ class Reader:
                          _list(row.get("tags")), row.get("evidence_group"))
         return self.done()
 
-    def _item_line(self, n: int, row: dict) -> None:
+    def _item_line(self, n: int, row: dict[str, Any]) -> None:
         chunks = row["chunks"]
         if "chunk" in row or not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
             self.problem(n, "chunks is not a list of chunk objects" if "chunk" not in row
@@ -304,6 +305,6 @@ class Reader:
         return self.done()
 
 
-def _list(tags) -> object:
+def _list(tags: object) -> object:
     """Tags as given, absent or null being none."""
     return [] if tags is None else tags

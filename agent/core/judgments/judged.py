@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from agent.core.judgments.labels import Label
 
@@ -39,7 +40,7 @@ class JudgedChunk:
 
 @dataclass(frozen=True)
 class JudgedItem:
-    key: Mapping  # the item's row of key.jsonl: event, stratum, weight, cutoff_k, slices ...
+    key: Mapping[str, Any]  # the item's row of key.jsonl: event, stratum, weight, cutoff_k, slices ...
     chunks: tuple[JudgedChunk, ...]  # the admitted chunks in rank order
 
     @property
@@ -52,12 +53,12 @@ class JudgedItem:
 class Judged:
     """One batch as the report needs it: its manifest, its key rows and the latest version of every label."""
 
-    manifest: Mapping
-    key: list[Mapping]
+    manifest: Mapping[str, Any]
+    key: list[Mapping[str, Any]]
     labels: list[Label]
 
 
-def judged(key: Iterable[Mapping], labels: Iterable[Label]) -> list[JudgedItem]:
+def judged(key: Iterable[Mapping[str, Any]], labels: Iterable[Label]) -> list[JudgedItem]:
     """The items of `key` that carry at least one label, with their labels.
     Labels of items or chunks the key does not know are an error: they belong
     to another batch or were edited."""

@@ -72,8 +72,9 @@ def policy_of(
         raise ValueError(f"unknown gain {gain!r}; expected 'exp' or 'linear'")
     if duplicates is not None and duplicates not in ("reject", "keep"):
         raise ValueError(f"unknown duplicates {duplicates!r}; expected 'reject' or 'keep'")
-    changes = {"threshold": threshold, "gain": gain, "duplicates": duplicates}
-    return replace(base, **{key: value for key, value in changes.items() if value is not None})
+    return replace(base, threshold=base.threshold if threshold is None else threshold,
+                   gain=base.gain if gain is None else gain,
+                   duplicates=base.duplicates if duplicates is None else duplicates)
 
 
 def check_duplicates(ranked: Sequence[str]) -> None:

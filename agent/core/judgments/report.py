@@ -40,6 +40,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
@@ -80,7 +81,7 @@ class Scored:
     qrels: Mapping[str, float]  # the query's pooled grades the figures were scored against
 
 
-def report(manifest: Mapping, key: Sequence[Mapping], labels: Iterable[Label], options: Options = Options()) -> dict:
+def report(manifest: Mapping[str, Any], key: Sequence[Mapping[str, Any]], labels: Iterable[Label], options: Options = Options()) -> dict[str, Any]:
     """Every figure of a judged batch, as JSON-able plain data."""
     items = judged(key, labels)
     scored = score(items, options)
@@ -106,7 +107,7 @@ def report(manifest: Mapping, key: Sequence[Mapping], labels: Iterable[Label], o
     }
 
 
-def policy(options: Options) -> dict:
+def policy(options: Options) -> dict[str, Any]:
     """Every convention the figures follow, printed with them."""
     return {
         "relevance": f"mean grade >= {options.threshold:g}",
@@ -171,7 +172,7 @@ def reports_citations(item: JudgedItem) -> bool:
     return any(c.cited is not None for c in item.chunks)
 
 
-def view(name: str, stratum: str, scored: Sequence[Scored], options: Options, *, weighted: bool) -> dict:
+def view(name: str, stratum: str, scored: Sequence[Scored], options: Options, *, weighted: bool) -> dict[str, Any]:
     """The figures of a set of items: each metric's estimate, interval and item count."""
     weights = np.array([s.item.key["weight"] if weighted else 1.0 for s in scored])
     strata = [s.item.key["stratum"] for s in scored]
@@ -184,7 +185,7 @@ def view(name: str, stratum: str, scored: Sequence[Scored], options: Options, *,
     return {"view": name, "stratum": stratum, "items": len(scored), "metrics": metrics}
 
 
-def interval(values: np.ndarray, weights: np.ndarray, strata: list[str], options: Options, *, traffic: bool) -> dict | None:
+def interval(values: np.ndarray, weights: np.ndarray, strata: list[str], options: Options, *, traffic: bool) -> dict[str, Any] | None:
     """A traffic figure (weights max(w, tau) / w) with the design's interval; a challenge figure with the bootstrap's."""
     if values.size == 0:
         return None
@@ -198,7 +199,7 @@ def interval(values: np.ndarray, weights: np.ndarray, strata: list[str], options
     return {"estimate": estimate, "low": low, "high": high, "n": int(values.size)}
 
 
-def counts(key: Sequence[Mapping], items: Sequence[JudgedItem]) -> dict:
+def counts(key: Sequence[Mapping[str, Any]], items: Sequence[JudgedItem]) -> dict[str, Any]:
     with_chunks = [row for row in key if row.get("item") is not None]
     chunks = [c for item in items for c in item.chunks]
     return {
@@ -213,7 +214,7 @@ def counts(key: Sequence[Mapping], items: Sequence[JudgedItem]) -> dict:
     }
 
 
-def slices(name: str, traffic: Sequence[Scored], options: Options) -> list[dict]:
+def slices(name: str, traffic: Sequence[Scored], options: Options) -> list[dict[str, Any]]:
     """Traffic precision per value of a slice label, the worst first."""
     by_value: dict[str, list[Scored]] = defaultdict(list)
     for s in traffic:
@@ -238,10 +239,10 @@ def age_band(item: JudgedItem) -> str:
     return next(band for upper, band in AGE_BANDS if median < upper)
 
 
-def citations(scored: Sequence[Scored], threshold: float) -> dict:
+def citations(scored: Sequence[Scored], threshold: float) -> dict[str, Any]:
     """Judged relevance of cited and uncited chunks (admitted, judged, in the cutoff) of the items
     that report citations, every stratum, unweighted: the seed's four quadrants."""
-    found = {"items": 0, "cited": {"relevant": 0, "irrelevant": 0}, "uncited": {"relevant": 0, "irrelevant": 0}}
+    found: dict[str, Any] = {"items": 0, "cited": {"relevant": 0, "irrelevant": 0}, "uncited": {"relevant": 0, "irrelevant": 0}}
     for s in scored:
         if not reports_citations(s.item):
             continue
@@ -252,7 +253,7 @@ def citations(scored: Sequence[Scored], threshold: float) -> dict:
     return found
 
 
-def agreement(items: Sequence[JudgedItem], threshold: float) -> dict:
+def agreement(items: Sequence[JudgedItem], threshold: float) -> dict[str, Any]:
     """Weighted Cohen's kappa over every pair of judges on a chunk, and the chunks they disagree on."""
     first, second, disagreements = [], [], []
     for item in items:
@@ -276,11 +277,11 @@ def agreement(items: Sequence[JudgedItem], threshold: float) -> dict:
     }
 
 
-def tags(items: Sequence[JudgedItem]) -> dict:
+def tags(items: Sequence[JudgedItem]) -> dict[str, Any]:
     """Per tag, the chunks and items judges ticked it on; for stale and
     unauthorized, which the agent's own checks missed (the event's signals
     lack it); the other tags only judges can find."""
-    found = {tag: {"chunks": 0, "items": 0, "missed_by_agent": 0 if tag in CHECKED_TAGS else None} for tag in TAGS}
+    found: dict[str, dict[str, Any]] = {tag: {"chunks": 0, "items": 0, "missed_by_agent": 0 if tag in CHECKED_TAGS else None} for tag in TAGS}
     missed = []
     for item in items:
         signals = set(item.key.get("signals") or ())
@@ -295,7 +296,7 @@ def tags(items: Sequence[JudgedItem]) -> dict:
     return {"found": found, "missed": missed}
 
 
-def reliability(items: Sequence[JudgedItem], options: Options) -> list[dict]:
+def reliability(items: Sequence[JudgedItem], options: Options) -> list[dict[str, Any]]:
     """Share of judged chunks relevant per score bin: the calibration reliability diagram.
     Bins are equal-width over [0, 1] when every score lies in it, else over the scores' range."""
     points = [(c.score, c.grade >= options.threshold) for item in items for c in item.chunks if c.grade is not None]

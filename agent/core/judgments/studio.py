@@ -12,7 +12,7 @@ a problem of its task, and a reason shows no value but ids and short tokens.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent.core.judgments.untrusted import chunk_place, grade_of, integer, shown
 
@@ -31,7 +31,7 @@ def read(reader: Reader, tasks: object) -> Parsed:
     for n, task in enumerate(tasks, 1):
         data = task.get("data") if isinstance(task, dict) else None
         chunks = data.get("chunks") if isinstance(data, dict) else None
-        if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
+        if not isinstance(data, dict) or not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
             reader.problem(n, "not a task of a ragdrift batch (no data.item and data.chunks)")
             continue
         task_id = f"task id {shown(task.get('id'))}"
@@ -50,7 +50,7 @@ def read(reader: Reader, tasks: object) -> Parsed:
     return reader.done()
 
 
-def _annotation(reader: Reader, n: int, where: str, item, chunks: list[dict], ann: dict) -> None:
+def _annotation(reader: Reader, n: int, where: str, item: object, chunks: list[dict[str, Any]], ann: dict[str, Any]) -> None:
     judge = _judge(ann.get("completed_by"))
     if judge is None:
         reader.problem(n, where + f"completed_by {shown(ann.get('completed_by'))} names no user")
@@ -59,7 +59,7 @@ def _annotation(reader: Reader, n: int, where: str, item, chunks: list[dict], an
     if not isinstance(results, list):
         reader.problem(n, where + f"result {shown(results)} is not a list")
         return
-    chosen: dict[tuple[str, int], list] = {}
+    chosen: dict[tuple[str, int], list[Any]] = {}
     for r in results:
         r = r if isinstance(r, dict) else {}
         name, value = r.get("from_name"), r.get("value")
@@ -86,10 +86,10 @@ def _annotation(reader: Reader, n: int, where: str, item, chunks: list[dict], an
                    chosen.get(("tags", i), []), group[0] if group else None)
 
 
-def _latest_per_judge(reader: Reader, n: int, task_id: str, annotations: list[dict]) -> list[dict]:
+def _latest_per_judge(reader: Reader, n: int, task_id: str, annotations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each judge's latest annotation, in the export's order; a judge's
     others are reported as set aside. One without a judge stays (it is a problem)."""
-    mine: dict[str, list[dict]] = {}
+    mine: dict[str, list[dict[str, Any]]] = {}
     for ann in annotations:
         if (judge := _judge(ann.get("completed_by"))) is not None:
             mine.setdefault(judge, []).append(ann)
@@ -103,7 +103,7 @@ def _latest_per_judge(reader: Reader, n: int, task_id: str, annotations: list[di
     return [a for a in annotations if _judge(a.get("completed_by")) is None or id(a) in latest]
 
 
-def _recency(ann: dict) -> tuple[str, int]:
+def _recency(ann: dict[str, Any]) -> tuple[str, int]:
     """When an annotation was last submitted: its ``updated_at`` (ISO 8601 from
     one server, so it sorts as text), then its id."""
     stamp, ann_id = ann.get("updated_at"), ann.get("id")
@@ -111,7 +111,7 @@ def _recency(ann: dict) -> tuple[str, int]:
             ann_id if isinstance(ann_id, int) and not isinstance(ann_id, bool) else -1)
 
 
-def _judge(completed_by) -> str | None:
+def _judge(completed_by: object) -> str | None:
     """A stable judge name from Label Studio's ``completed_by``: a user id, or
     a user object (its id, the same whichever form the export uses)."""
     if isinstance(completed_by, dict):

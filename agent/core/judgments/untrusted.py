@@ -16,12 +16,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
+from typing import Any, NoReturn, TypeVar
 
+_T = TypeVar("_T")
 _BLANK = re.compile(r"\s")
 _ID = re.compile(r"\S{1,96}\Z")  # at most the store's chunk column; blinded ids are about 25 characters
 
 
-def loads(text: str):
+def loads(text: str) -> Any:
     """The JSON value of `text`; a repeated key or a non-finite number is a ValueError."""
     return _DECODER.decode(text)
 
@@ -32,9 +35,9 @@ def integer(text: str) -> int | None:
     return int(text) if len(digits) <= 18 and digits.isascii() and digits.isdigit() else None
 
 
-def first_repeat(values):
+def first_repeat(values: Iterable[_T]) -> _T | None:
     """The first value that comes a second time, else None."""
-    seen = set()
+    seen: set[_T] = set()
     for value in values:
         if value in seen:
             return value
@@ -42,14 +45,14 @@ def first_repeat(values):
     return None
 
 
-def _unique(pairs: list[tuple[str, object]]) -> dict:
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) < len(pairs):
         raise ValueError(f"key {shown(first_repeat(key for key, _ in pairs))} appears twice in one object")
     return out
 
 
-def _constant(name: str):
+def _constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a finite number")
 
 
@@ -63,7 +66,7 @@ def _finite(text: str) -> float:
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant, parse_float=_finite)
 
 
-def shown(value, limit: int = 40) -> str:
+def shown(value: object, limit: int = 40) -> str:
     """A value as a message shows it: a short token (no blank, printable) as
     its repr; anything else, such as text in a wrong column, by its kind and
     size only, so that a judged or resolved text is never echoed."""
@@ -83,17 +86,17 @@ def shown(value, limit: int = 40) -> str:
     return f"(a {type(value).__name__})"
 
 
-def is_id(value) -> bool:
+def is_id(value: object) -> bool:
     """An item or chunk id a message may show: a printable token without blanks."""
     return isinstance(value, str) and _ID.match(value) is not None and value.isprintable()
 
 
-def chunk_place(chunk, index: int) -> str:
+def chunk_place(chunk: object, index: int) -> str:
     """Where a chunk's problems are, as a reason's prefix: its id, else its position."""
     return f"chunk {chunk}: " if is_id(chunk) else f"chunk {index + 1} of the item: "
 
 
-def grade_of(value):
+def grade_of(value: object) -> object:
     """A grade given as text ("2") as its integer when it is ASCII digits; anything else as it is, to be refused."""
     number = integer(value) if isinstance(value, str) else None
     return value if number is None else number

@@ -18,6 +18,7 @@ replicas kept equals `select` over all traffic.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 
 import msgspec
 
@@ -132,7 +133,7 @@ class Selection(msgspec.Struct, frozen=True, gc=False):
     tau: float  # the (K + 1)-th largest priority; 0 when every candidate is in
 
 
-def unique(candidates) -> list[Candidate]:
+def unique(candidates: Iterable[Candidate]) -> list[Candidate]:
     """One candidate per event id: the one with the largest key (a replayed
     event with another weight keeps its highest priority, whatever the order)."""
     best: dict[str, Candidate] = {}
@@ -143,7 +144,7 @@ def unique(candidates) -> list[Candidate]:
     return list(best.values())
 
 
-def select(candidates, k: int) -> Selection:
+def select(candidates: Iterable[Candidate], k: int) -> Selection:
     """Priority sampling over the candidates of one stratum and week, from any number of replicas."""
     if k < 0:
         raise ValueError("k must be >= 0")

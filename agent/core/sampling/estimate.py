@@ -52,6 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import stdtrit
 
 from agent.core.sampling.candidate import Candidate, Selection
@@ -129,7 +130,7 @@ class Ratio:
         return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def ratio(values, weights) -> Ratio:
+def ratio(values: npt.ArrayLike, weights: npt.ArrayLike) -> Ratio:
     """The ratio estimate of sampled values with their weights max(w, tau) / w, and its variance."""
     f = np.asarray(values, dtype=float)
     a = np.asarray(weights, dtype=float)

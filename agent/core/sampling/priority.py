@@ -66,7 +66,7 @@ def uniform(event_id: str, week: str, salt: str = "") -> float:
 
 
 @lru_cache(maxsize=8)
-def _salted(salt: str):
+def _salted(salt: str) -> blake2b:
     return blake2b(f"{len(salt)}:{salt}\x00".encode(), digest_size=8, person=_SAMPLE)
 
 

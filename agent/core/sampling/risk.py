@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from agent.core.facts import Facts
 
@@ -90,6 +91,9 @@ class RiskConfig:
     rerank_shift: int = 3  # rerank_disagreement at a rank shift this large
     new_terms_min: int = 1  # new_terms at this many new query terms
     rare_share: float = 0.05  # rare_slice below this share of the reference mix
+    if TYPE_CHECKING:  # set by __post_init__
+        _weights: dict[str, float] = field(init=False)
+        max_weight: float = field(init=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(SIGNALS)
@@ -123,12 +127,12 @@ class RiskReference:
     gap_small: dict[str, float] = field(default_factory=dict)  # app -> threshold
     query_type_share: dict[str, float] = field(default_factory=dict)  # query type -> share
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"top1_low": dict(self.top1_low), "gap_small": dict(self.gap_small),
                 "query_type_share": dict(self.query_type_share)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> RiskReference:
+    def from_dict(cls, data: dict[str, Any]) -> RiskReference:
         return cls(dict(data.get("top1_low", {})), dict(data.get("gap_small", {})),
                    dict(data.get("query_type_share", {})))
 

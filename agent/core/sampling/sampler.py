@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -212,7 +213,7 @@ class Sampler:
         """This replica's own sample of one stratum and week (the batch selects over all replicas)."""
         return select(self.kept(week, stratum), self.budgets.k_for(stratum))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data, pending changes included."""
         return {
             "version": SAMPLER_VERSION,
@@ -229,7 +230,7 @@ class Sampler:
         }
 
     @classmethod
-    def from_dict(cls, budgets: Budgets, data: dict) -> Sampler:
+    def from_dict(cls, budgets: Budgets, data: dict[str, Any]) -> Sampler:
         """Restore a checkpoint. Under smaller budgets the surplus is evicted
         (and reported by `take_changes`); raises ValueError if damaged."""
         if not isinstance(data, dict) or data.get("version") != SAMPLER_VERSION:
