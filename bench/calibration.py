@@ -30,13 +30,15 @@ def main() -> None:
     truth = float(np.mean(relevance(traffic)))
     print("labels  CV ECE median  p90   |estimate - truth| median  p90")
     for n in (100, 200, 300, 500, 1000, 2000):
-        eces, errors = [], []
+        eces: list[float] = []
+        errors: list[float] = []
         for _ in range(args.repeats):
             scores = rng.uniform(0, 1, n)
             relevant = rng.uniform(size=n) < relevance(scores)
             c = fit("app", None, scores.tolist(), (3 * relevant).tolist())
+            assert c.ece is not None, "fewer labels than folds"
             eces.append(c.ece)
-            errors.append(abs(np.mean([c.probability(s) for s in traffic]) - truth))
+            errors.append(abs(float(np.mean([c.probability(s) for s in traffic])) - truth))
         print(f"{n:>6}  {np.median(eces):13.3f}  {np.percentile(eces, 90):.3f}  "
               f"{np.median(errors):24.3f}  {np.percentile(errors, 90):.3f}")
 

@@ -49,8 +49,10 @@ def main() -> None:
         state = PartitionState(CoreConfig(), drift=DriftConfig())
         for line in generate(args.per_day, seed=d, start=DAY0 + timedelta(days=d), rate=args.per_day / 86400):
             state.process(line)
+        assert state.drift is not None
         days.update(counts_of(state.drift.take()))
     baseline = freeze(days, "bench")
+    assert baseline.queries is not None, "the days sampled no query terms"
     shared = SharedVocabulary(baseline.version, baseline.queries.vocabulary)
 
     start = DAY0 + timedelta(days=8)
@@ -58,12 +60,14 @@ def main() -> None:
     for p in range(args.partitions):
         lines = list(generate(args.per_partition, seed=100 + p, start=start, rate=args.per_partition / 3600))
         state = PartitionState(CoreConfig(), shared, drift=DriftConfig())
-        state.drift.queries = baseline.queries  # as Ownership.use_baseline leaves it: query clusters counted live
+        drift = state.drift
+        assert drift is not None
+        drift.queries = baseline.queries  # as Ownership.use_baseline leaves it: query clusters counted live
         t = time.perf_counter()
         for i, line in enumerate(lines):
             state.process(line)
             if i % 2000 == 1999:
-                state.drift.take()  # a checkpoint
+                drift.take()  # a checkpoint
         elapsed += time.perf_counter() - t
         events += len(lines)
         states.append(state)

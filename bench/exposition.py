@@ -77,6 +77,7 @@ def main() -> None:
     config = CoreConfig(max_label_values=200)
     state = capped_state(config, args.events, args.distinct)
     now = state.windows.watermark
+    assert now is not None, "no event counted"
     windows = sums(config, [state], now)
     counters = windows.pop("totals")
     latest = Latest()

@@ -83,7 +83,9 @@ def count(name: str, warm: int, events: int) -> int:
              sys.executable, __file__, "--child", name, "--warm", str(warm), "--events", str(events)],
             check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"},
         )
-    return int(_REFS.search(done.stderr)[1].replace(b",", b""))
+    found = _REFS.search(done.stderr)
+    assert found is not None, done.stderr
+    return int(found[1].replace(b",", b""))
 
 
 def main() -> None:

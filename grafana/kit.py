@@ -8,6 +8,7 @@ its description which alert it is and what the alert waits for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grafana_foundation_sdk.builders import bargauge, prometheus, stat, table, timeseries
@@ -49,7 +50,7 @@ def _fmt(value: float, unit: str) -> str:
 class Board:
     """One dashboard being built: rows of panels."""
 
-    def __init__(self, rules: Rules, uid: str, title: str, description: str, variables: list[db.QueryVariable] = ()):
+    def __init__(self, rules: Rules, uid: str, title: str, description: str, variables: Sequence[db.QueryVariable] = ()):
         self.rules = rules
         self.builder = (
             db.Dashboard(title).uid(uid).description(description).tags(TAGS)
@@ -154,7 +155,7 @@ class Board:
         panel.min(0)
         return panel
 
-    def table(self, title: str, description: str, queries: list[Q], *, columns: list[str] = (), unit: str = "none",
+    def table(self, title: str, description: str, queries: list[Q], *, columns: Sequence[str] = (), unit: str = "none",
               width: int = 12, height: int = 6):
         """The queries' labels as rows. Without `columns` the values are hidden (a status table);
         with them, the queries are merged on their labels and query i's value is column i."""

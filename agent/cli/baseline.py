@@ -17,9 +17,13 @@ import re
 import sys
 from contextlib import contextmanager
 from datetime import date, datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from agent.cli.common import UsageError, open_store
 from agent.cli.run import settings_from
+
+if TYPE_CHECKING:
+    from agent.core.drift import FeatureReference
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 VERSION = re.compile(r"[0-9a-f]{16}")
@@ -124,7 +128,8 @@ def freeze_baseline(args: argparse.Namespace) -> int:
     state = "stored" if created else "already stored (the same days give the same version)"
     print(f"{baseline.name} {baseline.version}: {len(baseline.days)} days ({baseline.days[0]} to {baseline.days[-1]}), "
           f"apps {', '.join(baseline.apps)}; {state}")
-    refs = [r for a in baseline.apps.values() for r in (*a.numeric.values(), *a.mixes.values())]
+    refs: list[FeatureReference[Any]] = [r for a in baseline.apps.values() for r in a.numeric.values()]
+    refs += [r for a in baseline.apps.values() for r in a.mixes.values()]
     default = sum(not any(t.calibrated for t in r.thresholds.values()) for r in refs)
     if default:
         print(f"ragdrift: warning: {default} of {len(refs)} features have fewer than {baseline.calibration.min_days} "

@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Self
 
 
 class ServiceError(RuntimeError):
@@ -113,7 +113,7 @@ class ChildProcess:
         self.proc: subprocess.Popen | None = None
         self.tmpdir = Path(tempfile.mkdtemp(prefix=f"ragdrift-{self.name}-"))
         self.log_path = self.tmpdir / f"{self.name}.log"
-        self._log_file = None
+        self._log_file: BinaryIO | None = None
 
     # subclasses implement
     def command(self) -> list[str]:  # pragma: no cover - abstract
@@ -126,7 +126,7 @@ class ChildProcess:
         return None
 
     # lifecycle
-    def start(self) -> ChildProcess:
+    def start(self) -> Self:
         if self.proc is not None:
             return self
         cmd = self.command()

@@ -7,6 +7,7 @@ otherwise the provider records nothing that leaves the process.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -20,7 +21,7 @@ from agent import __version__
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
-def provider(exporter: SpanExporter | None = None, processor: type[SpanProcessor] = BatchSpanProcessor) -> TracerProvider:
+def provider(exporter: SpanExporter | None = None, processor: Callable[[SpanExporter], SpanProcessor] = BatchSpanProcessor) -> TracerProvider:
     """A tracer provider; OTLP over HTTP when the standard endpoint variable is set."""
     tracer_provider = TracerProvider(resource=Resource.create({"service.name": "ragdrift", "service.version": __version__}))
     if exporter is None and os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):

@@ -156,7 +156,7 @@ class _Corpus:
         # Parents each tenant can find in a source, in popularity order (shared sources: the same list).
         self.parents: dict[tuple[str, int], list[_Parent]] = {}
         self.owned_fresh: dict[tuple[str, int], list[_Chunk]] = {}
-        self.handbook: dict[int, list[_Chunk]] = {}
+        self.handbook: dict[int | None, list[_Chunk]] = {}
         for spec in _SOURCES:
             role_cum = _cumulative([w for _, w in spec.roles]) if spec.roles else ()
             fingerprints: list[str] = []

@@ -8,6 +8,7 @@ import math
 import random
 import struct
 from bisect import bisect
+from typing import Any
 
 from agent.synth.corpus import _Chunk, _Corpus, _flatten, _Mix, _Pool
 from agent.synth.deployment import (
@@ -257,7 +258,7 @@ class _Draw:
             elif name not in _SECURITY_FILTERS and rnd() < 0.003:
                 rows.append({"name": name, "status": "error", "removed": 0})  # fails open: nothing removed
             else:
-                row = {"name": name, "status": "applied", "removed": 0}
+                row: dict[str, Any] = {"name": name, "status": "applied", "removed": 0}
                 rows.append(row)
                 applied.append(row)
         total = c - m

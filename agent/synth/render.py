@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 
@@ -36,6 +37,8 @@ class _Render:
         results = []
         chunks, ranks, scores = d.chunks, d.ranks, d.scores
         bases = self.bases
+        reranks: Any  # None unless reranked, and then read only when `which` is 1
+        pres: Any
         reranks, pres = d.reranks, d.pres
         which = 0 if reranks is None else 1
         for j in range(n):

@@ -56,7 +56,8 @@ def generate(
 class _Traffic(_Draw, _Incidents, _Render):
     """One stream's state: the three random streams, the corpus, and caches local to this stream."""
 
-    def __init__(self, seed, start, rate, events, incidents, invalid_rate):
+    def __init__(self, seed: int, start: datetime, rate: float, events: int,
+                 incidents: tuple[ScheduledIncident, ...], invalid_rate: float) -> None:
         self.rng = random.Random(seed)
         self.irng = random.Random(f"ragdrift:{seed}:incidents")
         self.vrng = random.Random(f"ragdrift:{seed}:invalid")

@@ -11,7 +11,7 @@ their grades; agreement is measured on the separate grades.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +54,7 @@ class Judged:
     """One batch as the report needs it: its manifest, its key rows and the latest version of every label."""
 
     manifest: Mapping[str, Any]
-    key: list[Mapping[str, Any]]
+    key: Sequence[Mapping[str, Any]]
     labels: list[Label]
 
 

@@ -29,7 +29,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 METRICS = ("precision", "recall", "reciprocalRank", "hitRate", "nDCG")
 
@@ -142,7 +142,7 @@ def evaluate(
     threshold: float | None = None,
     gain: Gain | None = None,
     duplicates: Duplicates | None = None,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Macro means (rounded to 4 places) and per-query metrics, shaped as the seed script's output."""
     chosen = policy_of(policy, threshold=threshold, gain=gain, duplicates=duplicates)
     queries = evaluated_queries(qrels, run, chosen)

@@ -25,8 +25,8 @@ def precision_over_weeks(found: Sequence[dict], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4))
     weeks = [r["week"] for r in found]
     for stratum, label in (("all", "traffic (risk strata)"), ("uniform", "uniform stratum")):
-        points = [_precision(r, stratum) for r in found]
-        xs = [i for i, p in enumerate(points) if p is not None]
+        points = {i: p for i, r in enumerate(found) if (p := _precision(r, stratum)) is not None}
+        xs = list(points)
         if not xs:
             continue
         line = ax.plot(xs, [points[i]["estimate"] for i in xs], marker="o", label=label)[0]

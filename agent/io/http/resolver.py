@@ -47,11 +47,14 @@ def resolve(kind: str, queries: list[str], chunks: list[str], *, path: str | Non
     if kind == "none":
         return Texts()
     if kind == "file":
+        assert path is not None, "the settings give a file resolver its path"
         return _from_file(Path(path), set(queries), set(chunks))
     request = json.dumps({"queries": sorted(set(queries)), "chunks": sorted(set(chunks))}).encode()
     if kind == "command":
+        assert command is not None, "the settings give a command resolver its command"
         return _from_command(command, request, timeout)
     if kind == "http":
+        assert url is not None, "the settings give an http resolver its url"
         who = f"resolver {redact_url(url)}"
         try:
             body = fetch(url, method="POST", data=request, headers={"Content-Type": "application/json"},
@@ -115,7 +118,7 @@ def _from_file(path: Path, queries: set[str], chunks: set[str]) -> Texts:
     return texts
 
 
-def _answer(body: bytes, who: str) -> Texts:
+def _answer(body: bytes | bytearray, who: str) -> Texts:
     try:
         doc = json.loads(body)
         return Texts({str(k): str(v) for k, v in doc.get("queries", {}).items()},

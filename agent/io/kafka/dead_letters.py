@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from kafka.errors import KafkaError
 
@@ -19,7 +20,7 @@ log = logging.getLogger("ragdrift.agent")
 class Letter:
     """A dead letter in flight."""
 
-    future: object
+    future: Any  # kafka-python's FutureRecordMetadata
     topic: str
     partition: int
     offset: int

@@ -110,7 +110,7 @@ def _row(box: ET.Element, caption: str, **choices: str) -> ET.Element:
     """A captioned row of one chunk's choices."""
     row = ET.SubElement(box, "View", style=ROW_STYLE)
     ET.SubElement(row, "Header", value=caption, size="5", style=CAPTION_STYLE)
-    return ET.SubElement(row, "Choices", toName="chunk_{{idx}}", showInline="true", **choices)
+    return ET.SubElement(row, "Choices", {"toName": "chunk_{{idx}}", "showInline": "true", **choices})
 
 
 def tasks(items: Iterable[dict]) -> list[dict]:

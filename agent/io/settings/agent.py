@@ -219,7 +219,7 @@ def _read_secret_files(client: dict) -> None:
             raise ConfigError(f"kafka.client.{key}: {exc}") from None
 
 
-def _build(cls: type, raw: Any, where: str):
+def _build(cls: Any, raw: Any, where: str):  # cls: a dataclass
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
 
@@ -76,7 +77,7 @@ class JudgmentSettings:
 
 def risk_config(j: JudgmentSettings) -> RiskConfig:
     """The risk weights and thresholds the core assesses events with."""
-    thresholds = {name: (int(v) if name in COUNTS else v) for name, v in j.thresholds.items()}
+    thresholds: dict[str, Any] = {name: (int(v) if name in COUNTS else v) for name, v in j.thresholds.items()}
     return RiskConfig(weights=dict(j.weights), **thresholds)
 
 

@@ -31,6 +31,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 import orjson
@@ -245,7 +246,7 @@ class Store:
             return
         now = time.time()
         try:
-            rows = [
+            rows: list[dict[str, Any]] = [
                 {
                     "group_id": group_id,
                     "topic": c.topic,
@@ -265,13 +266,13 @@ class Store:
             ]
         except TypeError as exc:  # e.g. a sum beyond 64 bits
             raise StoreError(f"checkpoint cannot be serialized: {exc}") from exc
-        stmt = self.insert(self.checkpoints)
-        stmt = stmt.on_conflict_do_update(
+        insert = self.insert(self.checkpoints)
+        stmt = insert.on_conflict_do_update(
             index_elements=["group_id", "topic", "partition"],
-            set_={name: stmt.excluded[name] for name in ("next_offset", "state", "updated_at", "topic_id")},
+            set_={name: insert.excluded[name] for name in ("next_offset", "state", "updated_at", "topic_id")},
             # Never move a partition backwards: a replica that lost its
             # partitions without noticing cannot undo its successor's work.
-            where=self.checkpoints.c.next_offset <= stmt.excluded.next_offset,
+            where=self.checkpoints.c.next_offset <= insert.excluded.next_offset,
         ).returning(self.checkpoints.c.next_offset)  # no row back: the write was refused
         # A sealed bucket's content is fixed by the stream, so a second write
         # of the same index (a replica that lost its partition late) is a no-op.
