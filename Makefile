@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,demo]'
+	$(BIN)/pip install --quiet -e '.[test,demo,lint]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,6 +29,11 @@ tools: $(STAMP)
 
 test: tools
 	$(BIN)/python -m pytest
+
+# ruff (the rule set in pyproject.toml) on agent, tests, bench and grafana, and
+# mypy (strict on agent/core). Both run; any finding of either fails.
+lint: $(STAMP)
+	@status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy || status=1; exit $$status
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
