@@ -5,16 +5,16 @@ from __future__ import annotations
 import copy
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agent.core import rules
 from agent.core.decoder import DEFAULT_MAX_BYTES, Decoded, decode
 from agent.core.model import Event, encode
+from agent.core.privacy import privacy_violation
 from agent.core.reasons import RejectedEvent
 from agent.core.rules import epoch
-from agent.core import rules
-from agent.core.privacy import privacy_violation
 
 BASE = {
     "schema": "retrieval.v1",
@@ -62,7 +62,7 @@ def test_decodes_a_valid_event():
     event = decoded.event
     assert decoded.unknown_fields == 0
     assert event.schema == "retrieval.v1" and event.event_id == "evt-0001" and event.app == "support-bot"
-    assert event.ts == datetime(2026, 3, 2, 9, 15, tzinfo=timezone.utc)
+    assert event.ts == datetime(2026, 3, 2, 9, 15, tzinfo=UTC)
     assert event.query.id == "qH7fK2mP9xQ4" and event.query.terms == []
     assert event.principal.claims_present is True
     assert event.filters == [] and event.pipeline is None and event.latency_ms is None
@@ -448,15 +448,15 @@ def test_empty_results_are_an_event():
 def test_an_effective_date_without_a_time_is_midnight_utc():
     doc = make(results=[{**BASE["results"][0], "effective_date": "2026-01-15", "expires_at": "2026-12-31"}])
     result = decode(raw(doc)).event.results[0]
-    assert epoch(result.effective_date) == datetime(2026, 1, 15, tzinfo=timezone.utc).timestamp() == 1768435200.0
-    assert epoch(result.expires_at) == datetime(2026, 12, 31, tzinfo=timezone.utc).timestamp()
+    assert epoch(result.effective_date) == datetime(2026, 1, 15, tzinfo=UTC).timestamp() == 1768435200.0
+    assert epoch(result.expires_at) == datetime(2026, 12, 31, tzinfo=UTC).timestamp()
     assert result.effective_date == "2026-01-15"  # the text is kept as sent
 
 
 def test_an_effective_date_with_an_offset():
     doc = make(results=[{**BASE["results"][0], "effective_date": "2026-01-15T10:00:00.25+05:30"}])
     result = decode(raw(doc)).event.results[0]
-    utc = datetime(2026, 1, 15, 4, 30, 0, 250000, tzinfo=timezone.utc)
+    utc = datetime(2026, 1, 15, 4, 30, 0, 250000, tzinfo=UTC)
     assert epoch(result.effective_date) == utc.timestamp()
     assert result.expires_at is None
 
@@ -464,7 +464,7 @@ def test_an_effective_date_with_an_offset():
 def test_ts_keeps_its_offset():
     event = decode(raw(make(ts="2026-03-02T14:45:00+05:30"))).event
     assert event.ts.utcoffset() == timedelta(hours=5, minutes=30)
-    assert event.ts == datetime(2026, 3, 2, 9, 15, tzinfo=timezone.utc)
+    assert event.ts == datetime(2026, 3, 2, 9, 15, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("field", ["effective_date", "expires_at"])

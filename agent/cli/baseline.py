@@ -16,7 +16,7 @@ import json
 import re
 import sys
 from contextlib import contextmanager
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.cli.common import UsageError, open_store
@@ -150,7 +150,7 @@ def list_baselines(args: argparse.Namespace) -> int:
     else:
         print(f"{'name':<20} {'version':<16} {'created':<20} {'days':<23} apps")
         for b in found:
-            when = datetime.fromtimestamp(b.created_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            when = datetime.fromtimestamp(b.created_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             print(f"{b.name:<20} {b.version:<16} {when:<20} {b.days[0] + '..' + b.days[-1]:<23} {', '.join(b.apps)}")
     if bad:
         sys.stdout.flush()
