@@ -74,4 +74,4 @@ chart-files:
 	for f in grafana/dashboards/*.json; do [ ! -e "$$f" ] || cp "$$f" $(CHART_FILES)/dashboards/; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache
