@@ -41,7 +41,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
@@ -59,7 +59,7 @@ INVALID = ROOT / "tests" / "data" / "events" / "invalid"
 # -- the traffic -------------------------------------------------------------
 SEED = 20260301
 EVENTS = 2000
-START = datetime(2026, 3, 1, 23, 52, tzinfo=timezone.utc)  # a Sunday: the traffic spans two ISO weeks and two days
+START = datetime(2026, 3, 1, 23, 52, tzinfo=UTC)  # a Sunday: the traffic spans two ISO weeks and two days
 RATE = 2.0  # events per second of event time: 17 minutes
 INCIDENTS = ("leak@1", "stale@3", "score-drift@5", "filter-outage@7", "source-dominance@9", "new-terms@11")
 INVALID_RATE = 0.02

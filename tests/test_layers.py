@@ -100,6 +100,6 @@ def test_the_checker_catches_an_arrow_up():
 @pytest.mark.parametrize("cls", [Agent, Ownership])
 def test_the_agent_loop_takes_few_keyword_only_arguments(cls):
     """Features travel as one list: the loop's constructors do not grow with them."""
-    params = [p for p in inspect.signature(cls).parameters.values()]
+    params = list(inspect.signature(cls).parameters.values())
     assert len(params) <= 7
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)

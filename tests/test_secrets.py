@@ -22,11 +22,11 @@ from agent.core.sampling import UNIFORM
 from agent.io import logs
 from agent.io.background.judgment import JudgmentJobs
 from agent.io.settings.agent import load
-from agent.jobs.batch import scheduled
 from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import TABLES, Queue
+from agent.jobs.batch import scheduled
 from tests.core.test_sampler import cand
 from tests.hostile_http import HostileServer
 from tests.services import free_port

@@ -11,7 +11,7 @@ def render(report: dict, *, markdown: bool) -> str:
 
     lines = [f"**verdict: {report['verdict']}**" if markdown else f"verdict: {report['verdict']}"]
     lines += [f"{'- ' if markdown else '  - '}{reason}" for reason in report["reasons"]]
-    lines += title("thresholds") + [item + ", ".join(f"{key} {_plain(value)}" for key, value in report["thresholds"].items())]
+    lines += [*title("thresholds"), item + ", ".join(f"{key} {_plain(value)}" for key, value in report["thresholds"].items())]
     lines += title("versions") + [f"{item}{name}: " + ", ".join(f"{key} {_plain(value)}" for key, value in found.items())
                                   for name, found in report["versions"].items()]
     sets = report["queries"]
@@ -33,7 +33,7 @@ def render(report: dict, *, markdown: bool) -> str:
         lines += title(f"largest {name} by {worst['metric']}")
         lines += _table(("query", "a", "b", "delta", "labels"), worst[name], markdown) if worst[name] else [f"{item}none"]
     latency = report["latency"]
-    lines += title("latency") + [item + ("not in the runs" if latency is None else f"{latency['n']} queries, " + ", ".join(
+    lines += [*title("latency"), item + ("not in the runs" if latency is None else f"{latency['n']} queries, " + ", ".join(
         f"{p} {latency[p]['a']:.1f} -> {latency[p]['b']:.1f} ms ({latency[p]['delta']:+.1f})" for p in ("p50", "p95")))]
     return "\n".join(lines)
 

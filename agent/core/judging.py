@@ -26,10 +26,10 @@ from agent.core.sampling import (
     Budgets,
     Candidate,
     Changes,
-    RiskReference,
     RiskConfig,
-    Sampler,
+    RiskReference,
     RowKey,
+    Sampler,
     Selection,
     assess,
     candidate,
@@ -65,10 +65,10 @@ class QueueRows:
 
     def absorb(self, taken: tuple[Changes, list[Incident]]) -> None:
         changes, incidents = taken
-        for candidate in changes.added:
-            row = _row(candidate)
+        for added in changes.added:
+            row = _row(added)
             self.evicted.discard(row)
-            self.added[row] = candidate
+            self.added[row] = added
         for row in changes.evicted:
             self.added.pop(row, None)
             self.evicted.add(row)

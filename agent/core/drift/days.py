@@ -50,9 +50,24 @@ from datetime import date
 import numpy as np
 
 from agent.core.drift.baseline import Counts
-from agent.core.drift.features import (CONTENT_AGE, FEATURES, FILTER_OUTCOME, GRIDS, LANGUAGE, LATENCY,
-                                       MEAN_SCORE, PARENT_DIVERSITY, QUERY_CLUSTER, QUERY_TYPE, RESULT_COUNT,
-                                       SCORE_GAP, SOURCE, TOP1_SCORE, Grids, merge_grids)  # fmt: skip
+from agent.core.drift.features import (
+    CONTENT_AGE,
+    FEATURES,
+    FILTER_OUTCOME,
+    GRIDS,
+    LANGUAGE,
+    LATENCY,
+    MEAN_SCORE,
+    PARENT_DIVERSITY,
+    QUERY_CLUSTER,
+    QUERY_TYPE,
+    RESULT_COUNT,
+    SCORE_GAP,
+    SOURCE,
+    TOP1_SCORE,
+    Grids,
+    merge_grids,
+)
 from agent.core.drift.queries import QUERIES, SAMPLE, QueryModel, merge_sample, sample_key
 from agent.core.facts import Facts
 from agent.core.feature import Context
@@ -202,7 +217,7 @@ class DriftDays:
         for name, seconds in RECENT:
             first = last - seconds // SLOT + 1
             rows: Deltas = {}
-            for (slot, app), held in self._ring.items():
+            for (slot, _), held in self._ring.items():
                 if first <= slot <= last:
                     merge(rows, {key: dict(found) for key, found in held.items()})
             for (slot, app), (_, counts, _, _) in self._pending.items():

@@ -14,8 +14,8 @@ import logging
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from agent.core.calibrated import Active, ServingRule
-from agent.io.store.calibrations import Calibrations
 from agent.io.background.periodic import Periodic
+from agent.io.store.calibrations import Calibrations
 
 log = logging.getLogger("ragdrift.calibration")
 

@@ -31,16 +31,16 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from agent.core.drift import Baseline, DayData, Finding, GridMismatch, evaluate, grid_mismatches
 from agent.core.drift.days import window as summed
-from agent.io.store.drift import DriftStore
 from agent.io.background.periodic import Periodic
 from agent.io.store.database import StoreError
+from agent.io.store.drift import DriftStore
 
 log = logging.getLogger("ragdrift.drift")
 REFRESH_SECONDS = 60.0
@@ -57,7 +57,7 @@ class DriftStatus:
 
 def windows_of(now: float) -> dict[str, str]:
     """Window label -> its UTC day (ISO)."""
-    today = datetime.fromtimestamp(now, timezone.utc).date()
+    today = datetime.fromtimestamp(now, UTC).date()
     return {"today": today.isoformat(), "yesterday": (today - timedelta(days=1)).isoformat()}
 
 

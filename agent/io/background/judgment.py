@@ -25,13 +25,13 @@ from agent.core.judgments.gauges import GAUGED, JudgedFigures, gauges
 from agent.core.judgments.report import Options, report
 from agent.core.labels import OTHER
 from agent.core.sampling import iso_week
+from agent.io.background.periodic import Periodic
 from agent.io.files import batch_files
 from agent.io.files.batch_files import ExportError
-from agent.io.background.periodic import Periodic
-from agent.io.store.qrels import Qrels
-from agent.io.store.queue import Queue
 from agent.io.settings.agent import Settings
 from agent.io.store.database import StoreError
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import Queue
 
 log = logging.getLogger("ragdrift.batch")
 REFRESH_SECONDS = 60.0

@@ -24,7 +24,20 @@ from contextlib import contextmanager
 
 import msgspec
 import orjson
-from sqlalchemy import BigInteger, Column, Float, Integer, LargeBinary, MetaData, String, Table, bindparam, delete, func, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    delete,
+    func,
+    select,
+)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -217,7 +230,7 @@ class Queue:
         """Candidates per stratum of one week, over every replica."""
         c = self.candidates.c
         query = select(c.stratum, func.count()).where(c.group_id == group_id, c.week == week).group_by(c.stratum)
-        return {stratum: n for stratum, n in self.store.read(query)}
+        return dict(self.store.read(query))
 
     def security_size(self, group_id: str) -> int:
         s = self.security.c
