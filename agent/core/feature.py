@@ -14,9 +14,13 @@ Adding a feature is a module implementing `Feature` here, its io module
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent.core.facts import Facts
+
+if TYPE_CHECKING:  # the state and the calibrations hand theirs in
+    from agent.core.calibrated import Active
+    from agent.core.state import SharedVocabulary
 
 
 class Context:
@@ -24,11 +28,11 @@ class Context:
 
     __slots__ = ("app", "baseline", "calibrations", "new_terms", "now", "unknown_fields", "watermark")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.app = ""  # the event's app as the bounded label set names it
         self.new_terms = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
-        self.baseline = None  # the active baseline's shared vocabulary (agent/core/state.py), if any
-        self.calibrations = None  # the score calibrations in force (agent/core/calibrated.py `Active`)
+        self.baseline: SharedVocabulary | None = None  # the active baseline's shared vocabulary, if any
+        self.calibrations: Active | None = None  # the score calibrations in force
         self.now: float | None = None  # when the event was written, if known
         self.unknown_fields = 0  # fields the decoder ignored
         self.watermark: float | None = None  # the windows' watermark, once the metric families saw the event
@@ -49,14 +53,24 @@ class Pending(Protocol):
         """The checkpoint that wrote them committed."""
 
 
-class Feature(Observer, Protocol):
+P = TypeVar("P", bound=Pending)  # a feature's own holder: only its feature reads it
+
+
+class Feature(Observer, Protocol[P]):
     name: str  # its slot in the outbox, and its name on the state (`state.judging`)
 
     def take(self) -> Any:
         """What it queued since the last call."""
 
-    def outbox(self) -> Pending:
+    def outbox(self) -> P:
         """An empty holder for what `take` returns."""
 
-    def flush_due(self, held: Pending) -> bool:
+    def flush_due(self, held: P) -> bool:
         """Whether what it queues in memory, with what `held` holds, calls for a checkpoint now."""
+
+
+class Configuration(Protocol):
+    """A feature's configuration, given to a new state by its feature's name."""
+
+    def partition(self) -> Feature[Any]:
+        """A fresh feature for one partition."""

@@ -103,7 +103,7 @@ class JudgmentIntake:
         # strata) some are let go or move to `other`, and those changes do.
         changes = self.sampler.take_changes()
         added = tuple(c for c in changes.added if _row(c) not in stored)
-        self._restored = Changes(added, tuple(sorted(stored - {_row(c) for c in changes.added})))
+        self._restored: Changes | None = Changes(added, tuple(sorted(stored - {_row(c) for c in changes.added})))
         self.incidents: list[Incident] = []
         self._weeks: dict[int, str] = {}  # day number -> ISO week, memoized
         self._current: str | None = None  # the week the sampler was last advanced to

@@ -7,6 +7,9 @@ itself (its "windows" entry), sealed buckets apart (agent/core/windows.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from agent.core.config import CoreConfig
 from agent.core.facts import Facts
 from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
@@ -21,7 +24,7 @@ class MetricFamilies:
     __slots__ = ("config", "labels", "shared", "views", "windows")
     name = "windows"
 
-    def __init__(self, config: CoreConfig, labels: dict[str, LabelSet]):
+    def __init__(self, config: CoreConfig, labels: dict[str, LabelSet]) -> None:
         self.config = config
         self.labels = labels  # the state's bounded label sets
         self.windows = Windows(config)
@@ -44,8 +47,8 @@ class MetricFamilies:
         if ctx.unknown_fields:
             inc(target, UNKNOWN_FIELDS.key(), ctx.unknown_fields)
 
-    def to_dict(self, sealed_elsewhere: bool = False) -> dict:
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
         return self.windows.to_dict(sealed_elsewhere)
 
-    def restore(self, data: dict, sealed: list[list] = ()) -> None:
+    def restore(self, data: dict[str, Any], sealed: Sequence[Sequence[Any]] = ()) -> None:
         self.windows = Windows.from_dict(self.config, data, sealed)

@@ -8,6 +8,7 @@ each rule is tested without a broker.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.core.feature import Feature, Pending
 from agent.core.state import PartitionState
@@ -34,7 +35,7 @@ class Outbox:
                 pass
         raise AttributeError(f"no outbox slot {name!r}")
 
-    def slot(self, feature: Feature) -> Pending:
+    def slot(self, feature: Feature[Any]) -> Pending:
         held = self.held.get(feature.name)
         if held is None:
             held = self.held[feature.name] = feature.outbox()

@@ -16,15 +16,16 @@ the store, so they are not in the checkpointed form either.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.facts import Facts, facts_of
-from agent.core.feature import Context, Feature
+from agent.core.feature import Configuration, Context, Feature
 from agent.core.labels import LabelSet
 from agent.core.metrics import MetricFamilies
 from agent.core.model import Event
@@ -33,6 +34,7 @@ from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
 
 STATE_VERSION = 2
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class StateError(ValueError):
@@ -50,8 +52,8 @@ class SharedVocabulary:
 class PartitionState:
     __slots__ = ("config", "context", "features", "labels", "metrics", "observers", "vocabulary")
 
-    def __init__(self, config: CoreConfig, baseline: SharedVocabulary | None = None, features: Iterable[Feature] = (),
-                 **configs):
+    def __init__(self, config: CoreConfig, baseline: SharedVocabulary | None = None,
+                 features: Iterable[Feature[Any]] = (), **configs: Configuration | None) -> None:
         """`features` are the partition's features beside the metric families, fresh or rebuilt from
         their rows; a configuration given by its feature's name (`judging=`, `drift=`: None for off)
         builds a fresh one (`partition()`)."""
@@ -66,12 +68,12 @@ class PartitionState:
         made = {name: c.partition() for name, c in configs.items() if c is not None}
         if any(f.name != name for name, f in made.items()):
             raise TypeError(f"a configuration not given by its feature's name: {sorted(made)}")
-        self.features: dict[str, Feature] = {f.name: f for f in (*features, *made.values())}
+        self.features: dict[str, Feature[Any]] = {f.name: f for f in (*features, *made.values())}
         self.observers = (self.metrics.observe, *(f.observe for f in self.features.values()))
 
-    def __getattr__(self, name: str) -> Feature:
+    def __getattr__(self, name: str) -> Feature[Any]:
         """A feature by its name: `state.judging`, `state.drift`."""
-        features = PartitionState.features.__get__(self)
+        features: dict[str, Feature[Any]] = object.__getattribute__(self, "features")  # unset: no recursion
         try:
             return features[name]
         except KeyError:
@@ -135,7 +137,7 @@ class PartitionState:
     def totals(self) -> Tally:
         return self.metrics.windows.totals()
 
-    def to_dict(self, sealed_elsewhere: bool = False) -> dict:
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
         """Plain data. A day of minute buckets is large, and sealed buckets never
         change: with `sealed_elsewhere` they are left out, for a checkpoint that
         stores each of them once (`windows.sealed_items`)."""
@@ -149,9 +151,9 @@ class PartitionState:
         }
 
     @classmethod
-    def from_dict(cls, config: CoreConfig, data: dict, sealed: list[list] = (),
-                  baselines: Mapping[str, SharedVocabulary] = MappingProxyType({}), features: Iterable[Feature] = (),
-                  **configs) -> PartitionState:
+    def from_dict(cls, config: CoreConfig, data: dict[str, Any], sealed: Sequence[Sequence[Any]] = (),
+                  baselines: Mapping[str, SharedVocabulary] = MappingProxyType({}),
+                  features: Iterable[Feature[Any]] = (), **configs: Configuration | None) -> PartitionState:
         """Restore a checkpointed state, upgrading an older version first; `features` and `configs`
         as for a new state."""
         data = migrate(data)
@@ -178,17 +180,17 @@ def sums(config: CoreConfig, states: Iterable[PartitionState], now: float) -> di
     return out
 
 
-def _v1_to_v2(data: dict) -> dict:
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     """Version 2 names the baseline whose vocabulary the state uses (none before)."""
     return {**data, "version": 2, "baseline": None}
 
 
 # MIGRATIONS[n] turns a version-n state into a version-(n + 1) one.
-MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 
 
-def migrate(data: dict, migrations: Mapping[int, Callable[[dict], dict]] = MIGRATIONS,
-            latest: int = STATE_VERSION) -> dict:
+def migrate(data: dict[str, Any], migrations: Mapping[int, Migration] = MIGRATIONS,
+            latest: int = STATE_VERSION) -> dict[str, Any]:
     """Bring a checkpointed state to `latest`, one version at a time."""
     version = data.get("version") if isinstance(data, dict) else None
     if not isinstance(version, int) or not 1 <= version <= latest:

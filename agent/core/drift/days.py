@@ -44,8 +44,10 @@ a restarted replica fills its windows again within the hour.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Any, cast
 
 import numpy as np
 
@@ -85,7 +87,9 @@ _SRC, _QT, _LANG, _FILT, _CLUSTER = range(len(FEATURES), len(_SLOTS))
 
 Key = tuple[int, str]  # (slot, app)
 Row = tuple[str, str, str]  # (ISO day, app, feature or mix)
-Deltas = dict[Row, dict]  # -> {fine cell (int) or category (str): count}, zeros left out
+Deltas = dict[Row, dict[Any, Any]]  # -> {fine cell (int) or category (str): count}, zeros left out
+Buffers = list["array[float]"]  # per numeric feature, its values since the last fold
+Slotted = tuple[Buffers, list[dict[Any, int]], dict[str, Any], list[Any]]  # buffers, counts, sample, terms
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class DriftConfig:
         return DriftDays(self)
 
 
-class HeldDeltas(dict):
+class HeldDeltas(dict[Row, dict[Any, Any]]):
     """Deltas taken from a partition, held until a checkpoint adds them to the stored counts (`Pending`)."""
 
     def absorb(self, taken: Deltas) -> None:
@@ -115,14 +119,14 @@ class DriftDays:
     __slots__ = ("config", "fold_every", "queries", "_pending", "_days", "_last", "_buffered", "_ring", "_newest")
     name = "drift"
 
-    def __init__(self, config: DriftConfig = DriftConfig(), fold_every: int = 16384):
+    def __init__(self, config: DriftConfig = DriftConfig(), fold_every: int = 16384) -> None:
         self.config = config
         self.fold_every = fold_every
         self.queries: QueryModel | None = None  # the active baseline's: counts `query_cluster` when set
         # (slot, app) -> (buffers, folded counts, sample, query terms to cluster)
-        self._pending: dict[Key, tuple[list, list[dict], dict, list]] = {}
+        self._pending: dict[Key, Slotted] = {}
         self._days: dict[int, str] = {}  # day number -> ISO date, memoized
-        self._last: dict[str, tuple] = {}  # app -> the slot its last event went to, its buffers and counts
+        self._last: dict[str, tuple[Any, ...]] = {}  # app -> the slot its last event went to, its buffers and counts
         self._buffered = 0  # events in the buffers
         self._ring: dict[Key, Deltas] = {}  # (slot, app) -> taken counts by ("", app, name), newest slots only
         self._newest = 0  # the newest slot taken
@@ -153,6 +157,7 @@ class DriftDays:
         if x is not None:
             b[_LAT].append(x)  # in ms: divided by 1000 when binned
         # Mixes are counted here, while the event's strings are fresh in the cache.
+        key: str | tuple[str, str] | None
         c = last[3]
         admitted = len(facts.admitted)
         if admitted:
@@ -226,7 +231,7 @@ class DriftDays:
             out[name] = counts_of(rows).get("", {})
         return out
 
-    def _rows_of(self, app: str, counts: list[dict]) -> dict[str, dict]:
+    def _rows_of(self, app: str, counts: list[dict[Any, int]]) -> dict[str, dict[Any, Any]]:
         """A slot's rows (`_rows`) and, when it counted a numeric feature, the `GRIDS` row naming their grids."""
         rows = _rows(counts)
         grids = {f: self.config.grids.grid(app, f).digest for f in FEATURES if f in rows}
@@ -234,7 +239,7 @@ class DriftDays:
             rows[GRIDS] = grids
         return rows
 
-    def _slot(self, slot: int, app: str) -> tuple:
+    def _slot(self, slot: int, app: str) -> tuple[Any, ...]:
         pending = self._pending.get((slot, app))
         if pending is None:
             pending = self._pending[(slot, app)] = (_empty(), [{} for _ in _SLOTS], {}, [])
@@ -275,7 +280,7 @@ class DriftDays:
         self._buffered = 0
 
 
-def _rows(counts: list[dict]) -> dict[str, dict]:
+def _rows(counts: list[dict[Any, int]]) -> dict[str, dict[Any, Any]]:
     """A slot's counts by feature or mix, mixes keyed by their stored names (copies; empty ones left out)."""
     out = {}
     for i, (name, found) in enumerate(zip(_SLOTS, counts)):
@@ -292,7 +297,7 @@ def _rows(counts: list[dict]) -> dict[str, dict]:
     return out
 
 
-def _empty() -> list:
+def _empty() -> Buffers:
     return [array("d") for _ in FEATURES]
 
 
@@ -300,7 +305,7 @@ def _iso(day: int) -> str:
     return date.fromordinal(date(1970, 1, 1).toordinal() + day).isoformat()
 
 
-def _add(into: dict, counts: dict) -> None:
+def _add(into: dict[Any, int], counts: Mapping[Any, int]) -> None:
     for key, n in counts.items():
         into[key] = into.get(key, 0) + n
 
@@ -322,7 +327,8 @@ def merge(into: Deltas, delta: Deltas) -> None:
 def counts_of(rows: Deltas) -> dict[str, dict[str, Counts]]:
     """Deltas or stored rows as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read."""
     numeric_names = frozenset(FEATURES)
-    days: dict[str, dict[str, tuple[dict, dict, dict, dict]]] = {}
+    days: dict[str, dict[str, tuple[dict[str, dict[int, int]], dict[str, dict[str, int]], dict[str, Any],
+                                    dict[str, Any]]]] = {}
     for (day, app, name), counts in rows.items():
         numeric, mixes, queries, grids = days.setdefault(day, {}).setdefault(app, ({}, {}, {}, {}))
         if name == QUERIES:
@@ -342,7 +348,7 @@ def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
     for apps in days.values():
         for app, counts in apps.items():
             for name, cells in counts.numeric.items():
-                merge(rows, {("", app, name): dict(cells)})
+                merge(rows, {("", app, name): dict(cast(Mapping[int, int], cells))})  # counts_of's are sparse
             for name, cats in counts.mixes.items():
                 merge(rows, {("", app, name): dict(cats)})
             if counts.queries:
@@ -352,7 +358,7 @@ def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
     return counts_of(rows).get("", {})
 
 
-def recent_windows(partitions, now: float) -> dict[str, dict[str, Counts]]:
+def recent_windows(partitions: Iterable[DriftDays], now: float) -> dict[str, dict[str, Counts]]:
     """The sub-day windows of several partitions (`DriftDays`), summed per app: what a replica evaluates."""
     held = [p.recent(now) for p in partitions]
     return {name: window({str(i): r[name] for i, r in enumerate(held)}) for name, _ in RECENT}
