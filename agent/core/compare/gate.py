@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from agent.core.judgments.untrusted import loads, shown
 
@@ -39,7 +40,7 @@ class GateThresholds:
     min_slice_queries: int = 10  # a smaller slice is listed, not gated
     worst: int = 5  # query-level losses and wins listed
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
 
 
@@ -66,7 +67,8 @@ def parse_gate(text: str, known_metrics: tuple[str, ...]) -> GateThresholds:
     return gate
 
 
-def _value(key: str, value, default, known_metrics: tuple[str, ...]):
+def _value(key: str, value: Any, default: object, known_metrics: tuple[str, ...]) -> Any:
+    """`value` as parsed from JSON, checked against the type of the key's `default`."""
     if key == "slice_dimensions" and value is None:
         return None
     if isinstance(default, bool):

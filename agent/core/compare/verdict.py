@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from agent.core.judgments.runs import Run
 PASSED, FAILED, NOT_ENOUGH = "pass", "fail", "not enough data"
 RANKED_BY = "nDCG"  # the metric the worst losses and wins are ordered by
 SAMPLE = 5  # query ids named per uncompared set
+Report = dict[str, Any]  # JSON-able
+Row = dict[str, Any]  # one metric's, slice's or hard gate's line of the report
+Values = dict[str, np.ndarray]  # metric -> its value per compared query
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,10 @@ class Inputs:
     gate: GateThresholds = GateThresholds()
     slices: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # query -> {dimension: label}
     evidence: Groups = field(default_factory=dict)
-    versions: Mapping = field(default_factory=dict)  # printed as given: files, digests, config and corpus
+    versions: Mapping[str, Any] = field(default_factory=dict)  # printed as given: files, digests, config and corpus
 
 
-def compare(inputs: Inputs, tick: Callable[[], None] = lambda: None) -> dict:
+def compare(inputs: Inputs, tick: Callable[[], None] = lambda: None) -> Report:
     """The regression report; `tick` is called once per interval computed (a progress bar's)."""
     gate, a, b = inputs.gate, inputs.a, inputs.b
     settings = PairedSettings(gate.resamples, gate.level, gate.seed, gate.margin_factor, gate.min_margin)
@@ -51,7 +55,7 @@ def compare(inputs: Inputs, tick: Callable[[], None] = lambda: None) -> dict:
     va = values(inputs.qrels, a.ranking, queries, inputs.k, inputs.policy, inputs.evidence)
     vb = values(inputs.qrels, b.ranking, queries, inputs.k, inputs.policy, inputs.evidence)
 
-    def figure(metric: str, rows: np.ndarray | slice, min_queries: int) -> dict:
+    def figure(metric: str, rows: np.ndarray | slice, min_queries: int) -> Row:
         found = paired(va[metric][rows], vb[metric][rows], settings)
         tick()
         return _figure(metric, found, min_queries)
@@ -61,7 +65,7 @@ def compare(inputs: Inputs, tick: Callable[[], None] = lambda: None) -> dict:
               for (dim, label), rows in _slice_rows(queries, inputs.slices, gate.slice_dimensions).items()
               for m in gate.slice_metrics]
     hard = _hard_gates(inputs, queries, va, vb)
-    report = {
+    report: Report = {
         "thresholds": {"k": inputs.k, "policy": inputs.policy.name, "relevance": inputs.policy.threshold,
                        **gate.as_dict()},
         "versions": dict(inputs.versions),
@@ -76,7 +80,7 @@ def compare(inputs: Inputs, tick: Callable[[], None] = lambda: None) -> dict:
     return report
 
 
-def _figure(metric: str, found: Paired | None, min_queries: int) -> dict:
+def _figure(metric: str, found: Paired | None, min_queries: int) -> Row:
     row = {"metric": metric, "direction": "higher" if DIRECTION[metric] > 0 else "lower"}
     if found is None:
         return {**row, "n": 0, "outcome": NOT_MEASURED}
@@ -95,7 +99,7 @@ def _slice_rows(queries: Sequence[str], labels: Mapping[str, Mapping[str, str]],
     return {key: np.array(found) for key, found in sorted(rows.items())}
 
 
-def _query_sets(inputs: Inputs, queries: Sequence[str]) -> dict:
+def _query_sets(inputs: Inputs, queries: Sequence[str]) -> dict[str, Any]:
     judged, in_a, in_b = set(inputs.qrels), set(inputs.a.ranking), set(inputs.b.ranking)
     sets = {"onlyInBaseline": (in_a - in_b) & judged, "onlyInCandidate": (in_b - in_a) & judged,
             "inNeitherRun": judged - in_a - in_b, "notJudged": (in_a | in_b) - judged}
@@ -103,9 +107,9 @@ def _query_sets(inputs: Inputs, queries: Sequence[str]) -> dict:
             **{name: {"count": len(found), "sample": sorted(found)[:SAMPLE]} for name, found in sets.items()}}
 
 
-def _hard_gates(inputs: Inputs, queries: Sequence[str], va: dict, vb: dict) -> list[dict]:
+def _hard_gates(inputs: Inputs, queries: Sequence[str], va: Values, vb: Values) -> list[Row]:
     gate, k = inputs.gate, inputs.k
-    rows = []
+    rows: list[Row] = []
     for name, fact, limit in (("unauthorized", "unauthorized", gate.max_unauthorized),
                               ("newStale", "stale", gate.max_new_stale)):
         in_a, in_b = flagged(inputs.a, k, fact), flagged(inputs.b, k, fact)
@@ -130,7 +134,8 @@ def _hard_gates(inputs: Inputs, queries: Sequence[str], va: dict, vb: dict) -> l
     return rows
 
 
-def _worst(queries: Sequence[str], va: dict, vb: dict, labels: Mapping, count: int) -> dict:
+def _worst(queries: Sequence[str], va: Values, vb: Values, labels: Mapping[str, Mapping[str, str]],
+           count: int) -> dict[str, Any]:
     delta = vb[RANKED_BY] - va[RANKED_BY]
     order = np.argsort(delta, kind="stable")
     rows = [{"query": queries[i], "a": float(va[RANKED_BY][i]), "b": float(vb[RANKED_BY][i]),
@@ -139,7 +144,7 @@ def _worst(queries: Sequence[str], va: dict, vb: dict, labels: Mapping, count: i
             "wins": [r for r in reversed(rows[-count:]) if r["delta"] > 0] if count else []}
 
 
-def _latency(queries: Sequence[str], a: Run, b: Run) -> dict | None:
+def _latency(queries: Sequence[str], a: Run, b: Run) -> dict[str, Any] | None:
     both = [q for q in queries if q in a.latency_ms and q in b.latency_ms]
     if not both:
         return None
@@ -149,8 +154,9 @@ def _latency(queries: Sequence[str], a: Run, b: Run) -> dict | None:
             "p95": {"a": p95a, "b": p95b, "delta": p95b - p95a}}
 
 
-def _verdict(report: dict, gate: GateThresholds, compared: int) -> tuple[str, list[str]]:
-    failed, unsure = [], []
+def _verdict(report: Report, gate: GateThresholds, compared: int) -> tuple[str, list[str]]:
+    failed: list[str] = []
+    unsure: list[str] = []
     for row in report["hardGates"]:
         if row["outcome"] == FAIL:
             failed.append(f"{row['gate']}: {row['counted']} > {row['max']}")
@@ -169,7 +175,7 @@ def _verdict(report: dict, gate: GateThresholds, compared: int) -> tuple[str, li
     return (NOT_ENOUGH, unsure) if unsure else (PASSED, [])
 
 
-def _judge(row: dict, name: str, failed: list[str], unsure: list[str]) -> None:
+def _judge(row: Row, name: str, failed: list[str], unsure: list[str]) -> None:
     outcome = row["outcome"]
     if outcome == FAIL:
         failed.append(f"{name} {'fell' if row['direction'] == 'higher' else 'rose'} by {abs(row['delta']):.4f} "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.core.judgments.formats import FormatError, parse_run
 from agent.core.judgments.untrusted import first_repeat, loads, shown
@@ -56,7 +57,7 @@ def parse_any_run(text: str, reject_duplicates: bool) -> Run:
     return Run(parse_run(text, reject_duplicates))
 
 
-def _facts_run(data: dict, reject_duplicates: bool) -> Run:
+def _facts_run(data: dict[str, Any], reject_duplicates: bool) -> Run:
     if data["format"] != FORMAT:
         raise FormatError(None, f"format {shown(data['format'])} is not {FORMAT!r}")
     _keys(data, _TOP, "the run")
@@ -90,7 +91,7 @@ def _facts_run(data: dict, reject_duplicates: bool) -> Run:
     return Run(ranking, served, latency, data.get("config"), data.get("corpus"))
 
 
-def _served(result, groups: set[str], where: str) -> Served:
+def _served(result: object, groups: set[str], where: str) -> Served:
     if isinstance(result, str):
         return Served(result)
     if not isinstance(result, dict):
@@ -113,15 +114,15 @@ def _served(result, groups: set[str], where: str) -> Served:
     return Served(doc, unauthorized, result.get("stale"))
 
 
-def _keys(data: dict, known: set[str], where: str) -> None:
+def _keys(data: dict[Any, Any], known: set[str], where: str) -> None:
     unknown = sorted(set(data) - known)
     if unknown:
         raise FormatError(None, f"{where}: unknown key {shown(unknown[0])}; expected {', '.join(sorted(known))}")
 
 
-def _texts(value) -> bool:
+def _texts(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _number(value) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
