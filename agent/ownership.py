@@ -191,8 +191,8 @@ class Ownership:
             self._share(owned.state)
 
     def _share(self, state: PartitionState) -> PartitionState:
-        queries = None if self.active is None else self.active.queries
-        state.baseline = None if queries is None else self.shared[self.active.version]
+        active = self.active
+        state.baseline = None if active is None or active.queries is None else self.shared[active.version]
         for feature in self.features:
             feature.share(state, self.active)
         return state

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from kafka.errors import KafkaError
+from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 from agent.io.background.periodic import new_scheduler
@@ -44,7 +45,7 @@ class Running:
     agent: Agent
     server: MetricsServer
     store: Store
-    tracer_provider: object
+    tracer_provider: TracerProvider
     scheduler: BackgroundScheduler  # every feature's background jobs
 
     def close(self) -> None:
@@ -54,7 +55,7 @@ class Running:
         self.tracer_provider.shutdown()
 
 
-def build(settings: Settings, tracer_provider=None) -> Running:
+def build(settings: Settings, tracer_provider: TracerProvider | None = None) -> Running:
     tracer_provider = tracer_provider or provider()
     store = Store(settings.store.url, settings.store.schema, tables_of(FEATURES))
     scheduler = new_scheduler()

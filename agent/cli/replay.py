@@ -7,7 +7,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from agent.cli.common import UsageError, at_least, progress
 
@@ -25,7 +25,7 @@ def add_parser(commands) -> None:
 
 def replay(args: argparse.Namespace) -> int:
     from agent.core.config import CoreConfig
-    from agent.core.judging import samples
+    from agent.core.judging import QueueRows, samples
     from agent.core.partitions import Outbox
     from agent.core.state import PartitionState
     from agent.core.summary import summarize
@@ -43,8 +43,9 @@ def replay(args: argparse.Namespace) -> int:
     summary = summarize(state.totals(), dict(rejected))
     if judging is not None:
         rows.take(state)
-        summary["security_incidents"] = len(rows.judging.incidents)
-        summary["sample"] = _sample(samples(rows.judging.added.values(), judging.budgets))
+        held = cast(QueueRows, rows.judging)
+        summary["security_incidents"] = len(held.incidents)
+        summary["sample"] = _sample(samples(held.added.values(), judging.budgets))
     if args.format == "json":
         print(json.dumps(summary, sort_keys=True))
     else:

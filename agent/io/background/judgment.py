@@ -75,6 +75,7 @@ class JudgmentJobs(Periodic):
                                    id="weekly-batch", misfire_grace_time=GRACE_SECONDS)
 
     def weekly(self) -> None:
+        assert self.run_weekly is not None  # scheduled only with one
         failed = self.run_weekly(self.settings, self.queue)
         if failed is not None:  # the agent keeps running; the alert on a missing batch tells
             self.failures += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from kafka import TopicPartition
@@ -49,21 +49,27 @@ class Baselines(Protocol):
     def use_baseline(self, baseline: Baseline | None) -> None: ...
 
 
-class Feature:
+P = TypeVar("P", bound=Pending)  # its partition feature's outbox slot
+
+
+class Feature(Generic[P]):
     """A feature's io side; a subclass overrides the hooks it needs, the others do nothing."""
 
     name: ClassVar[str]  # its partition feature's name (its outbox slot), or its own when it has none
     tables: ClassVar[tuple[Callable[[MetaData], Table], ...]] = ()
 
+    def __init__(self, wiring: Wiring) -> None:
+        """Built by `built` when `enabled`."""
+
     @staticmethod
     def enabled(settings: Settings) -> bool:
         raise NotImplementedError
 
-    def partition(self, group: str, tp: TopicPartition, restore: bool) -> PartitionFeature | None:
+    def partition(self, group: str, tp: TopicPartition, restore: bool) -> PartitionFeature[P] | None:
         """The partition's core feature, fresh or (`restore`) rebuilt from its rows; None: it has none."""
         return None
 
-    def writes(self, group: str, held: Sequence[tuple[TopicPartition, Pending]]) -> list:
+    def writes(self, group: str, held: Sequence[tuple[TopicPartition, P]]) -> list[Any]:
         """Rows joined to the checkpoint of these partitions (`Store.save`'s `joined`), from their outbox slots."""
         return []
 
@@ -91,11 +97,11 @@ class Feature:
         """After the agent published a snapshot of `states` (on the consumer loop)."""
 
 
-def tables_of(features: Sequence[type[Feature]]) -> tuple[Callable[[MetaData], Table], ...]:
+def tables_of(features: Sequence[type[Feature[Any]]]) -> tuple[Callable[[MetaData], Table], ...]:
     return tuple(table for feature in features for table in feature.tables)
 
 
-def built(features: Sequence[type[Feature]], wiring: Wiring) -> list[Feature]:
+def built(features: Sequence[type[Feature[Any]]], wiring: Wiring) -> list[Feature[Any]]:
     """The features the settings enable, in their order."""
     return [feature(wiring) for feature in features if feature.enabled(wiring.settings)]
 

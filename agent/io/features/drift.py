@@ -5,6 +5,7 @@ baselines, the findings of the stored days and of the replica's sub-day windows
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from kafka import TopicPartition
 
@@ -20,7 +21,7 @@ from agent.io.store.database import StoreError
 from agent.io.store.drift import DriftStore
 
 
-class Drift(Feature):
+class Drift(Feature[HeldDeltas]):
     name = DriftDays.name
     tables = drift.TABLES
 
@@ -29,7 +30,9 @@ class Drift(Feature):
         return settings.drift.enabled
 
     def __init__(self, wiring: Wiring):
-        self.config = drift_config(wiring.settings.drift)
+        config = drift_config(wiring.settings.drift)
+        assert config is not None  # built only when enabled
+        self.config = config
         self.store = DriftStore(wiring.store)
         self.watch = DriftWatch(self.store, wiring.settings.kafka.group_id, scheduler=wiring.scheduler)
         self.next_recent = 0.0  # when the sub-day windows are evaluated next (time.time())
@@ -47,7 +50,7 @@ class Drift(Feature):
         self.watch.start()
 
     def share(self, state: PartitionState, baseline: Baseline | None) -> None:
-        state.features[self.name].queries = None if baseline is None else baseline.queries
+        self.days(state).queries = None if baseline is None else baseline.queries
 
     def baseline(self, version: str) -> Baseline | None:
         try:
@@ -64,5 +67,9 @@ class Drift(Feature):
         if (watched and watched.version) != (active and active.version):
             baselines.use_baseline(watched)
         if watched is not None:  # nothing to judge against otherwise
-            self.watch.judge_recent(recent_windows([s.features[self.name] for s in states], now))
+            self.watch.judge_recent(recent_windows([self.days(s) for s in states], now))
         self.next_recent = now + RECENT_SECONDS
+
+    def days(self, state: PartitionState) -> DriftDays:
+        """The partition's drift days: its feature by this one's name."""
+        return cast(DriftDays, state.features[self.name])

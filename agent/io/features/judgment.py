@@ -17,7 +17,7 @@ from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
 
 
-class Judgment(Feature):
+class Judgment(Feature[QueueRows]):
     name = JudgmentIntake.name
     tables = (*queue.TABLES, *qrels.TABLES)
 
@@ -27,7 +27,9 @@ class Judgment(Feature):
 
     def __init__(self, wiring: Wiring):
         settings = wiring.settings
-        self.config = judging_config(settings.judgment)
+        config = judging_config(settings.judgment)
+        assert config is not None  # built only when enabled
+        self.config = config
         self.queue = Queue(wiring.store)
         self.jobs = JudgmentJobs(settings, self.queue, Qrels(wiring.store), settings.metrics.top_n, wiring.weekly,
                                  wiring.scheduler)
