@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import time
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
-from agent.core.drift.days import DriftConfig, counts_of, recent_windows, window
+from agent.core.drift.days import DriftConfig, DriftDays, counts_of, recent_windows, window
 from agent.core.state import PartitionState, SharedVocabulary
 from agent.io.background.drift import RECENT_SECONDS, REFRESH_SECONDS
 from agent.synth import generate
@@ -49,7 +50,6 @@ def main() -> None:
         state = PartitionState(CoreConfig(), drift=DriftConfig())
         for line in generate(args.per_day, seed=d, start=DAY0 + timedelta(days=d), rate=args.per_day / 86400):
             state.process(line)
-        assert state.drift is not None
         days.update(counts_of(state.drift.take()))
     baseline = freeze(days, "bench")
     assert baseline.queries is not None, "the days sampled no query terms"
@@ -60,8 +60,7 @@ def main() -> None:
     for p in range(args.partitions):
         lines = list(generate(args.per_partition, seed=100 + p, start=start, rate=args.per_partition / 3600))
         state = PartitionState(CoreConfig(), shared, drift=DriftConfig())
-        drift = state.drift
-        assert drift is not None
+        drift = cast(DriftDays, state.drift)
         drift.queries = baseline.queries  # as Ownership.use_baseline leaves it: query clusters counted live
         t = time.perf_counter()
         for i, line in enumerate(lines):
