@@ -80,9 +80,8 @@ class QueryModel:
     vocabulary: Vocabulary
 
     def __eq__(self, other: object) -> bool:
+        """Equal content; unhashable, as any class that defines `__eq__` alone."""
         return isinstance(other, QueryModel) and self.to_dict() == other.to_dict()
-
-    __hash__ = None  # type: ignore[assignment]  # typeshed types object.__hash__ as a method only
 
     def _vectors(self, queries: Sequence[Sequence[str]]) -> Any:  # a scipy sparse matrix
         return HashingVectorizer(n_features=self.n_features, analyzer=_terms, alternate_sign=False,
