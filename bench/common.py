@@ -55,7 +55,7 @@ def consume(running: Running, count: int, process: Callable | None = None, on_fi
             on_last()
         return wanted
 
-    agent._process_poll = timed
+    agent._process_poll = timed  # type: ignore[method-assign]  # the real method, wrapped to time it
     thread = threading.Thread(target=agent.run, daemon=True)
     thread.start()
     wait_until(lambda: "last" in marks, 1800, 0.05, "agent consumed the topic")

@@ -13,20 +13,24 @@ import json
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import families
 
 WINDOW = timedelta(minutes=5)
 LATENESS = timedelta(minutes=1)  # the windowed peers' grace: the generator's events arrive within it
 FRAME = 1000  # rows per whylogs frame
+Measured = tuple[float, dict[str, Any] | None]  # events/s, and the families' totals (none from a bare consumer)
 
 
 class Clock:
     """Marks the first record and the `count`-th; `tick` returns True at the `count`-th."""
 
     def __init__(self, count: int):
-        self.count, self.seen, self.first, self.last = count, 0, None, None
+        self.count, self.seen = count, 0
+        self.first: float | None = None
+        self.last: float | None = None
 
     def tick(self, n: int = 1) -> bool:
         if self.first is None:
@@ -39,16 +43,17 @@ class Clock:
 
     @property
     def rate(self) -> float:
+        assert self.first is not None and self.last is not None, "read once `tick` returned True"
         return self.count / (self.last - self.first)
 
 
-def raw_kafka_python(bootstrap, topic, count, group):
+def raw_kafka_python(bootstrap: str, topic: str, count: int, group: str) -> Measured:
     from throughput import raw_rate
 
     return raw_rate(bootstrap, count, group, topic), None
 
 
-def raw_confluent_kafka(bootstrap, topic, count, group):
+def raw_confluent_kafka(bootstrap: str, topic: str, count: int, group: str) -> Measured:
     from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
@@ -63,13 +68,13 @@ def raw_confluent_kafka(bootstrap, topic, count, group):
     return clock.rate, None
 
 
-def agent(bootstrap, topic, count, group):
+def agent(bootstrap: str, topic: str, count: int, group: str) -> Measured:
     """The agent as deployed; its totals as its /metrics exposes them."""
     from urllib.request import urlopen
 
+    from common import agent as build
+    from common import consume
     from prometheus_client.parser import text_string_to_metric_families
-
-    from common import agent as build, consume
 
     with tempfile.TemporaryDirectory() as workdir:
         running = build(bootstrap, topic, group, workdir)
@@ -102,7 +107,7 @@ def _exposed(metric_families, prefix: str) -> dict:
     return totals
 
 
-def by_hand(bootstrap, topic, count, group):
+def by_hand(bootstrap: str, topic: str, count: int, group: str) -> Measured:
     """What a team writes by hand: kafka-python, json, prometheus-client counters and histograms per app."""
     from kafka import KafkaConsumer
     from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -142,7 +147,7 @@ def by_hand(bootstrap, topic, count, group):
     return clock.rate, _exposed(registry.collect(), "by_hand_")
 
 
-def quix_streams(bootstrap, topic, count, group):
+def quix_streams(bootstrap: str, topic: str, count: int, group: str) -> Measured:
     """Quix Streams: 5-minute tumbling windows per app (the message key) on the records' timestamps."""
     from quixstreams import Application
 
@@ -171,7 +176,7 @@ def quix_streams(bootstrap, topic, count, group):
     return clock.rate, _merged(windows.values())
 
 
-def bytewax(bootstrap, topic, count, group):
+def bytewax(bootstrap: str, topic: str, count: int, group: str) -> Measured:
     """Bytewax: its Kafka connector, 5-minute tumbling windows per app on the records' timestamps."""
     import bytewax.operators as op
     from bytewax.connectors.kafka import KafkaSource
@@ -191,8 +196,8 @@ def bytewax(bootstrap, topic, count, group):
     keyed = op.key_on("app", records, lambda message: message.key.decode())
     observed = op.map_value("observe", keyed, observe)
     windows = fold_window("windows", observed,
-                          EventClock(lambda item: datetime.fromtimestamp(item[0] / 1000, timezone.utc), LATENESS),
-                          TumblingWindower(WINDOW, datetime(2026, 1, 1, tzinfo=timezone.utc)), families.empty,
+                          EventClock(lambda item: datetime.fromtimestamp(item[0] / 1000, UTC), LATENESS),
+                          TumblingWindower(WINDOW, datetime(2026, 1, 1, tzinfo=UTC)), families.empty,
                           lambda totals, item: families.add(totals, item[1]), families.merge)
     closed = []
     op.inspect("collect", windows.down, lambda step, item: closed.append(item[1][1]))
@@ -200,7 +205,7 @@ def bytewax(bootstrap, topic, count, group):
     return clock.rate, _merged(closed)
 
 
-def whylogs(bootstrap, topic, count, group):
+def whylogs(bootstrap: str, topic: str, count: int, group: str) -> Measured:
     """whylogs: column profiles of each event's family values, logged in frames of 1,000 rows."""
     import pandas
     import whylogs as why
@@ -219,6 +224,7 @@ def whylogs(bootstrap, topic, count, group):
                     view = logged if view is None else view.merge(logged)
                     rows = []
     consumer.close()
+    assert view is not None  # the count-th record's tick logged a frame
     totals = families.empty()
     for name, column in view.get_columns().items():
         n, nulls = column.get_metric("counts").n.value, column.get_metric("counts").null.value

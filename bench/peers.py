@@ -23,12 +23,12 @@ from datetime import datetime
 from pathlib import Path
 
 import orjson
-
-from agent.demo.broker import Tansu
-from agent.synth import INCIDENT_KINDS, ScheduledIncident, generate
 from common import fill  # bench/ is the script's directory
 from families import DESCRIPTION, differences
 from peer_runs import TOOLS
+
+from agent.demo.broker import Tansu
+from agent.synth import INCIDENT_KINDS, ScheduledIncident, generate
 
 TOPIC = "bench.peers.v1"
 RUNS = Path(__file__).with_name("peer_runs.py")

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from common import agent, consume, fill  # bench/ is the script's directory
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 
 from agent.core.reasons import RejectedEvent
 from agent.demo.broker import Tansu
@@ -44,6 +44,7 @@ def raw_rate(bootstrap: str, count: int, group_id: str, topic: str = TOPIC) -> f
         for records in consumer.poll(timeout_ms=500, max_records=2000).values():
             first = first or time.perf_counter()
             seen += len(records)
+    assert first is not None
     elapsed = time.perf_counter() - first
     consumer.close()
     return count / elapsed
@@ -82,9 +83,10 @@ def agent_rate(bootstrap: str, lines: list[bytes], workdir: str, group_id: str) 
 
     process = cpu_timed(spent, "processing", running.agent._process_poll)  # the real polls, nothing else
     running.agent.consumer.poll = cpu_timed(spent, "polling", running.agent.consumer.poll)
-    running.agent.parts.checkpoint = cpu_timed(spent, "checkpoints", running.agent.parts.checkpoint)
+    running.agent.parts.checkpoint = cpu_timed(  # type: ignore[method-assign]  # wrapped to time it
+        spent, "checkpoints", running.agent.parts.checkpoint)
     rate = consume(running, count, process, first, last)
-    state = running.agent.parts._state()  # a fresh state, as the agent configures them
+    state = running.agent.parts._state(TopicPartition(TOPIC, 0))  # a fresh state, as the agent configures them
     running.close()
     began = time.thread_time()
     for line in lines:

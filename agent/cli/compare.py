@@ -30,7 +30,7 @@ def add_parser(commands) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     from agent.cli.compare_render import render
-    from agent.core.compare import COMPARED, PASSED, GateThresholds, GateError, Inputs, compare, parse_gate
+    from agent.core.compare import COMPARED, PASSED, GateError, GateThresholds, Inputs, compare, parse_gate
     from agent.core.judgments import policy_of
     from agent.core.judgments.formats import FormatError, parse_qrels
     from agent.core.judgments.runs import parse_any_run

@@ -8,7 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from agent.core.compare import GATED, GateThresholds, GateError, Inputs, PairedSettings, compare, paired_interval, parse_gate
+from agent.core.compare import (
+    GATED,
+    GateError,
+    GateThresholds,
+    Inputs,
+    PairedSettings,
+    compare,
+    paired_interval,
+    parse_gate,
+)
 from agent.core.compare.paired import FAIL, INCONCLUSIVE, PASS, Paired
 from agent.core.compare.queries import COMPARED
 from agent.core.judgments import SEED
