@@ -26,6 +26,7 @@ from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.demo.process import free_port, wait_until
 from agent.io.kafka.broker import written_at
+from agent.io.kafka.options import CONFLUENT, KAFKA_PYTHON
 from agent.io.store.database import Store
 from tests.services import http_get
 
@@ -37,9 +38,16 @@ WINDOWS = {"5m": 300, "1h": 3600}
 CORE = CoreConfig(lateness_seconds=LATENESS, windows=tuple(WINDOWS.items()))  # as agent_config sets it
 
 
-def agent_config(bootstrap: str, topic: str, dlq: str, group: str, store_url: str, port: int, **store) -> dict:
+# The Kafka client libraries the agent runs on: the tests of the behaviours
+# the docs promise of both run on each (parametrize with `library`).
+LIBRARIES = (KAFKA_PYTHON, CONFLUENT)
+
+
+def agent_config(bootstrap: str, topic: str, dlq: str, group: str, store_url: str, port: int,
+                 library: str = KAFKA_PYTHON, **store) -> dict:
     return {
         "kafka": {
+            "library": library,
             "bootstrap_servers": bootstrap,
             "topics": [topic],
             "dead_letter_topic": dlq,

@@ -21,6 +21,7 @@ from agent.core.summary import summarize
 from agent.demo.process import wait_until
 from agent.io.store.database import Store
 from tests.agentctl import (
+    LIBRARIES,
     AgentProcess,
     agent_config,
     assert_exactly_once,
@@ -201,7 +202,8 @@ def test_two_agents_split_partitions_and_hand_over(broker, topics, agents, group
     assert second.value("ragdrift_window_retrievals", window="1h") == len(lines) + len(more)
 
 
-def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp_path):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp_path, library):
     topic, dlq = topics
     good = list(synth.generate(200, seed=3, start=_now()))
     base = orjson.loads(good[0])
@@ -213,7 +215,7 @@ def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp
     expected_reasons = ["invalid_json", "invalid_field:cutoff_k", "pii_suspected", "unsupported_schema", "too_large",
                         "invalid_json"]
     produce(broker.bootstrap, topic, good[:100] + poison + good[100:])
-    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port(), library)
     config["kafka"]["max_message_bytes"] = 100_000
     agent = agents(config)
     wait_until(lambda: agent.value("ragdrift_events_total") >= 206, 60, 0.2, "all messages handled")

@@ -1,7 +1,9 @@
 """Kafka adapters: consumer and dead-letter producer built from settings.
 
 Values are read as raw bytes; decoding happens in the agent's own code, never
-in a kafka-python deserializer (whose exceptions stall a consumer).
+in a client's deserializer (whose exceptions stall a consumer). With
+`kafka.library: confluent-kafka` the clients are agent/io/kafka/confluent.py's,
+which answer as kafka-python's do.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from agent.core.privacy import forwardable_key
 from agent.core.reasons import RejectedEvent
+from agent.io.kafka.options import CONFLUENT
 from agent.io.settings.agent import KafkaSettings
 
 REASON_HEADER = "ragdrift-reason"
@@ -35,10 +38,15 @@ def has_fast_crc() -> bool:
     return util.crc32c_c is not None
 
 
-def consumer(settings: KafkaSettings, client_id: str) -> KafkaConsumer:
-    """The group consumer. It never creates the topic it reads (unless
-    `kafka.client` says so): a misspelt topic must not appear on the broker,
-    and a recreated topic must come from its owner, with its own partitions."""
+def consumer(settings: KafkaSettings, client_id: str):
+    """The group consumer, of the library `kafka.library` chooses. It never
+    creates the topic it reads (unless `kafka.client` says so): a misspelt
+    topic must not appear on the broker, and a recreated topic must come from
+    its owner, with its own partitions."""
+    if settings.library == CONFLUENT:
+        from agent.io.kafka import confluent  # the `confluent` extra
+
+        return confluent.consumer(settings, client_id)
     return KafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
         group_id=settings.group_id,
@@ -52,8 +60,13 @@ def consumer(settings: KafkaSettings, client_id: str) -> KafkaConsumer:
     )
 
 
-def producer(settings: KafkaSettings, client_id: str) -> KafkaProducer:
-    """The dead-letter producer: room for any message the agent accepts, plus headers."""
+def producer(settings: KafkaSettings, client_id: str):
+    """The dead-letter producer, of the same library as the consumer: room for
+    any message the agent accepts, plus headers."""
+    if settings.library == CONFLUENT:
+        from agent.io.kafka import confluent
+
+        return confluent.producer(settings, client_id)
     return KafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
         client_id=client_id,
@@ -92,10 +105,12 @@ def _headers(topic: str, partition: int, offset: int, reason: str, payload: byte
     ]
 
 
-def topic_id(consumer: KafkaConsumer, topic: str) -> str | None:
+def topic_id(consumer, topic: str) -> str | None:
     """The topic's id (KIP-516) in the consumer's metadata, or None if the
     broker reports none. A recreated topic gets a new id. kafka-python 3
     keeps it on its cluster metadata, which has no public accessor."""
+    if not isinstance(consumer, KafkaConsumer):
+        return consumer.topic_id(topic)
     found = consumer._client.cluster.topic_id(topic)
     return None if found is None else str(found)
 

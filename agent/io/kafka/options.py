@@ -1,25 +1,48 @@
-"""kafka-python settings passed through from the configuration, checked with it.
+"""Client settings passed through from the configuration, checked with it.
 
 `kafka.client` goes to the consumer and to the dead-letter producer, so it may
 hold only settings both know (security, timeouts, proxies, ...);
 `kafka.consumer` and `kafka.producer` go to one each, after `client` (fetch
-sizes, `isolation_level`, `compression_type`, ...). kafka-python refuses an
-unknown setting only when a client is built, and a setting the agent sets
-itself would collide with it there; checked with the configuration, both are a
-clear error at `check-config` and at start instead.
+sizes, isolation level, compression, ...). Their names are those of the
+library `kafka.library` chooses: kafka-python's (`security_protocol`) or
+librdkafka's (`security.protocol`). Neither library refuses an unknown setting
+before a client is built, and a setting the agent sets itself would collide
+with it there; checked with the configuration, both are a clear error at
+`check-config` and at start instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from kafka import KafkaConsumer, KafkaProducer
 
-CONSUMER = frozenset(KafkaConsumer.DEFAULT_CONFIG)
-PRODUCER = frozenset(KafkaProducer.DEFAULT_CONFIG)
-# What the agent sets itself, and where to set it instead.
+from agent.io.kafka import librdkafka
+
+KAFKA_PYTHON = "kafka-python"
+CONFLUENT = "confluent-kafka"
+LIBRARIES = (KAFKA_PYTHON, CONFLUENT)
 _OURS = "the agent"
-MANAGED = {
+_COMMITS = f"{_OURS}: offsets are committed with its checkpoints"
+_DECODES = f"{_OURS}: it decodes raw bytes itself"
+_ACKS = f"{_OURS}: dead letters are written with acks=all"
+_STALL = f"{_OURS}: a dead letter must not stall the loop"
+
+
+@dataclass(frozen=True)
+class Names:
+    """One library's setting names: which client takes each, and which the agent sets."""
+
+    library: str
+    kind: str  # how its settings are called in errors
+    consumer: frozenset[str]
+    producer: frozenset[str]
+    managed: Mapping[str, str]  # setting -> where to set it instead
+
+
+KAFKA_PYTHON_NAMES = Names(KAFKA_PYTHON, "kafka-python", frozenset(KafkaConsumer.DEFAULT_CONFIG),
+                           frozenset(KafkaProducer.DEFAULT_CONFIG), {
     "bootstrap_servers": "kafka.bootstrap_servers",
     "group_id": "kafka.group_id",
     "client_id": f"{_OURS} (one per replica)",
@@ -27,25 +50,50 @@ MANAGED = {
     "max_poll_records": "kafka.max_poll_records",
     "session_timeout_ms": "kafka.session_timeout_ms",
     "heartbeat_interval_ms": "kafka.heartbeat_interval_ms",
-    "enable_auto_commit": f"{_OURS}: offsets are committed with its checkpoints",
-    "key_deserializer": f"{_OURS}: it decodes raw bytes itself",
-    "value_deserializer": f"{_OURS}: it decodes raw bytes itself",
-    "acks": f"{_OURS}: dead letters are written with acks=all",
+    "enable_auto_commit": _COMMITS,
+    "key_deserializer": _DECODES,
+    "value_deserializer": _DECODES,
+    "acks": _ACKS,
     "max_request_size": "kafka.max_message_bytes",
     "linger_ms": _OURS,
-    "max_block_ms": f"{_OURS}: a dead letter must not stall the loop",
-}
+    "max_block_ms": _STALL,
+})
+LIBRDKAFKA_NAMES = Names(CONFLUENT, "librdkafka", librdkafka.CONSUMER, librdkafka.PRODUCER, {
+    "bootstrap.servers": "kafka.bootstrap_servers",
+    "metadata.broker.list": "kafka.bootstrap_servers",
+    "group.id": "kafka.group_id",
+    "client.id": f"{_OURS} (one per replica)",
+    "auto.offset.reset": "kafka.auto_offset_reset",
+    "max.poll.records": "kafka.max_poll_records",
+    "session.timeout.ms": "kafka.session_timeout_ms",
+    "heartbeat.interval.ms": "kafka.heartbeat_interval_ms",
+    "enable.auto.commit": _COMMITS,
+    "auto.commit.enable": _COMMITS,
+    "enable.auto.offset.store": _COMMITS,
+    "acks": _ACKS,
+    "request.required.acks": _ACKS,
+    "message.max.bytes": "kafka.max_message_bytes",
+    "linger.ms": _OURS,
+    "queue.buffering.max.ms": _OURS,
+})
+NAMES = {names.library: names for names in (KAFKA_PYTHON_NAMES, LIBRDKAFKA_NAMES)}
 
 
-def check_options(client: Mapping, consumer: Mapping, producer: Mapping,
+def check_options(library: str, client: Mapping, consumer: Mapping, producer: Mapping,
                   need: Callable[[bool, str, str], None]) -> None:
-    """Each pass-through key is a setting of the client(s) it goes to, and not one the agent sets."""
-    for section, options, known in (("client", client, CONSUMER & PRODUCER), ("consumer", consumer, CONSUMER),
-                                    ("producer", producer, PRODUCER)):
+    """Each pass-through key is a setting of the client(s) it goes to in
+    `library`, and not one the agent sets."""
+    names = NAMES[library]
+    (other,) = (n for n in NAMES.values() if n is not names)
+    for section, options, known in (("client", client, names.consumer & names.producer),
+                                    ("consumer", consumer, names.consumer), ("producer", producer, names.producer)):
         for key in options:
-            need(key not in MANAGED, f"kafka.{section}.{key}", f"set by {MANAGED.get(key)}")
-            if section == "client" and key in CONSUMER ^ PRODUCER:
-                side = "consumer" if key in CONSUMER else "producer"
-                need(False, f"kafka.client.{key}", f"a kafka-python {side} setting only: put it under kafka.{side}")
+            where = f"kafka.{section}.{key}"
+            need(key not in names.managed, where, f"set by {names.managed.get(key)}")
+            theirs = key in other.consumer | other.producer and key not in names.consumer | names.producer
+            need(not theirs, where, f"a {other.kind} setting; with kafka.library {library}, settings are {names.kind}'s")
+            if section == "client" and key in names.consumer ^ names.producer:
+                side = "consumer" if key in names.consumer else "producer"
+                need(False, where, f"a {names.kind} {side} setting only: put it under kafka.{side}")
             what = "setting" if section == "client" else f"{section} setting"
-            need(key in known, f"kafka.{section}.{key}", f"not a kafka-python {what}")
+            need(key in known, where, f"not a {names.kind} {what}")

@@ -12,6 +12,7 @@ error, repr or printout shows a secret: the value of a key named like one
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
 import threading
@@ -24,7 +25,7 @@ from typing import Any
 import yaml
 
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
-from agent.io.kafka.options import check_options
+from agent.io.kafka.options import CONFLUENT, KAFKA_PYTHON, LIBRARIES, check_options
 from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_name
 from agent.io.settings import checks
 from agent.io.settings.drift import DriftSettings, check_drift
@@ -53,8 +54,12 @@ class KafkaSettings:
     # true while consumption is paused, and a failed answer marks the broker
     # unreachable (ragdrift_kafka_unreachable_seconds).
     probe_interval_seconds: float = 5.0
-    # Passed through to kafka-python's consumer and producer as they are:
-    # security_protocol, sasl_mechanism, sasl_plain_username, ssl_cafile, ...
+    # The client library: kafka-python, or confluent-kafka (librdkafka, the
+    # `confluent` extra). The settings below take the chosen library's names.
+    library: str = KAFKA_PYTHON
+    # Passed through to the consumer and producer as they are: kafka-python's
+    # security_protocol, sasl_mechanism, ssl_cafile, ...; librdkafka's
+    # security.protocol, sasl.mechanism, ssl.ca.location, ...
     client: dict[str, Any] = field(default_factory=dict)
     # Passed to one client only, after `client` (agent/io/kafka/options.py).
     consumer: dict[str, Any] = field(default_factory=dict)  # fetch_max_bytes, isolation_level, ...
@@ -207,8 +212,8 @@ def _secret_key(key: str) -> bool:
 
 
 def _read_secret_files(client: dict) -> None:
-    # kafka-python's own path options (ssl_cafile, ssl_certfile, ...) end in
-    # "file", not "_file", so they pass through as paths.
+    # The clients' own path options (kafka-python's ssl_cafile, librdkafka's
+    # ssl.ca.location, ...) do not end in "_file", so they pass through as paths.
     for key in [k for k in client if k.endswith("_file")]:
         target = key[: -len("_file")]
         try:
@@ -301,7 +306,10 @@ def _check(s: Settings) -> None:
     need(s.kafka.probe_interval_seconds > 0, "kafka.probe_interval_seconds", "must be > 0")
     need(s.kafka.heartbeat_interval_ms < s.kafka.session_timeout_ms, "kafka.heartbeat_interval_ms",
          "must be below kafka.session_timeout_ms")
-    check_options(s.kafka.client, s.kafka.consumer, s.kafka.producer, need)
+    need(s.kafka.library in LIBRARIES, "kafka.library", f"must be {' or '.join(LIBRARIES)}")
+    need(s.kafka.library != CONFLUENT or _installed("confluent_kafka"), "kafka.library",
+         "confluent-kafka is not installed: pip install 'ragdrift-agent[confluent]'")
+    check_options(s.kafka.library, s.kafka.client, s.kafka.consumer, s.kafka.producer, need)
     need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")
     need(_encoded_credentials(s.store.url), "store.url",
          'a "@", "/" or "?" in its password must be percent-encoded (%40, %2F, %3F)')
@@ -334,6 +342,10 @@ def _check(s: Settings) -> None:
         raise ConfigError(f"windows: {exc}") from None
     check_judgment(s.judgment, need)
     check_drift(s.drift, need)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def check_store(store: StoreSettings, need) -> None:
