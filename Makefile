@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,demo,lint]'
+	$(BIN)/pip install --quiet -e '.[test,demo,lint,confluent]'
 	touch $(STAMP)
 
 demo: $(STAMP)

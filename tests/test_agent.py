@@ -110,10 +110,11 @@ def test_metrics_equal_replay(broker, topics, agents, group_id, tmp_path):
     wait_until(agent.ready, 10, 0.1, "readyz")
 
 
-def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_exactly_once_across_sigkills(broker, topics, agents, group_id, tmp_path, library):
     topic, dlq = topics
     url = f"sqlite:///{tmp_path}/s.db"
-    config = agent_config(broker.bootstrap, topic, dlq, group_id, url, new_port())
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, url, new_port(), library)
     # Two events per second of event time: the run spans many minutes of event
     # time, so buckets get sealed, stored apart and retired along the way.
     flow = _Flow(broker.bootstrap, topic, synth.generate(
@@ -176,10 +177,11 @@ class _Flow(threading.Thread):
         return self.produced
 
 
-def test_two_agents_split_partitions_and_hand_over(broker, topics, agents, group_id, pg_url):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_two_agents_split_partitions_and_hand_over(broker, topics, agents, group_id, pg_url, library):
     topic, dlq = topics
-    first = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port()))
-    second = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port()))
+    first = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port(), library))
+    second = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port(), library))
     wait_until(
         lambda: first.value("ragdrift_assigned_partitions") + second.value("ragdrift_assigned_partitions") == 3
         and first.value("ragdrift_assigned_partitions") > 0 and second.value("ragdrift_assigned_partitions") > 0,
@@ -245,9 +247,10 @@ def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp
     assert b"jane.doe" not in (agent.log_path.read_bytes())
 
 
-def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, group_id, tmp_path):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, group_id, tmp_path, library):
     topic, dlq = topics
-    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port(), library)
     first_batch = list(synth.generate(1500, seed=21, start=_now()))
     produce(broker.bootstrap, topic, first_batch)
     agent = agents(config)
@@ -267,7 +270,8 @@ def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, gro
 
 
 
-def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin, library):
     """The broker lost its data (or the topic was recreated): the stored offset
     is beyond the new log. The agent must process the new events, not skip them."""
     from agent.demo.broker import Tansu
@@ -278,7 +282,7 @@ def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin):
     try:
         broker.create_topic("r", 1)
         broker.create_topic("r.dlq", 1)
-        config = agent_config(broker.bootstrap, "r", "r.dlq", "g", url, port)
+        config = agent_config(broker.bootstrap, "r", "r.dlq", "g", url, port, library)
         produce(broker.bootstrap, "r", list(synth.generate(300, seed=31, start=_now())))
         agent = AgentProcess(config).start()
         try:
@@ -303,13 +307,14 @@ def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin):
         broker.stop()
 
 
-def test_consumption_pauses_while_checkpoints_fail(broker, topics, agents, group_id, pg_url):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_consumption_pauses_while_checkpoints_fail(broker, topics, agents, group_id, pg_url, library):
     """A store that cannot take checkpoints stops consumption (bounded work to
     redo after a crash); when it recovers, consumption resumes, nothing lost."""
     from sqlalchemy import create_engine, text
 
     topic, dlq = topics
-    agent = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port()))
+    agent = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port(), library))
     produce(broker.bootstrap, topic, list(synth.generate(200, seed=41, start=_now())))
     wait_until(lambda: agent.value("ragdrift_events_total") >= 200, 60, 0.2, "first events")
     wait_until(lambda: agent.value("ragdrift_checkpoints_total", outcome="ok") > 0, 30, 0.2, "a checkpoint")

@@ -15,6 +15,7 @@ from agent import synth
 from agent.demo.broker import Tansu
 from agent.demo.process import wait_until
 from tests.agentctl import (
+    LIBRARIES,
     AgentProcess,
     agent_config,
     assert_exactly_once,
@@ -65,7 +66,8 @@ BREAKS = {
 }
 
 
-def test_privacy_suspects_reach_no_dead_letter_log_or_metric(broker, make_topic, agents, group_id, tmp_path):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_privacy_suspects_reach_no_dead_letter_log_or_metric(broker, make_topic, agents, group_id, tmp_path, library):
     topic, dlq = make_topic(1, "retrievals"), make_topic(1, "dlq")
     good = list(synth.generate(50, seed=61, start=_now()))
     base = orjson.loads(good[0])
@@ -82,7 +84,7 @@ def test_privacy_suspects_reach_no_dead_letter_log_or_metric(broker, make_topic,
         producer.send(topic, line)
     producer.flush()
     producer.close()
-    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port(), library)
     config["kafka"]["max_message_bytes"] = 100_000
     agent = agents(config).start()
     wait_until(lambda: agent.value("ragdrift_events_total") >= 50 + len(poison), 60, 0.2, "all messages handled")
@@ -118,7 +120,8 @@ def _read(bootstrap: str, topic: str, most: int, timeout_ms: int) -> list:
 
 
 @pytest.mark.parametrize("new_events", [900, 9000])
-def test_a_recreated_topic_is_processed_completely(tansu_bin, agents, tmp_path, new_events):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_recreated_topic_is_processed_completely(tansu_bin, agents, tmp_path, new_events, library):
     """The broker loses its data under a running agent and the topic is made
     again: the new log is read from its start whatever its length (a new topic
     id), each partition's reset is counted, and the stored state equals a
@@ -130,7 +133,7 @@ def test_a_recreated_topic_is_processed_completely(tansu_bin, agents, tmp_path, 
         broker.create_topic("r.dlq", 1)
         first = list(synth.generate(3000, seed=71, start=_now()))
         produce(broker.bootstrap, "r", first)
-        agent = agents(agent_config(broker.bootstrap, "r", "r.dlq", "g", url, new_port())).start()
+        agent = agents(agent_config(broker.bootstrap, "r", "r.dlq", "g", url, new_port(), library)).start()
         wait_until(lambda: agent.value("ragdrift_events_total") >= len(first), 90, 0.2, "first log processed")
         wait_until(lambda: caught_up(url, "g", "r", read_partitions(broker.bootstrap, "r", len(first))),
                    30, 0.2, "first log checkpointed")
@@ -159,13 +162,14 @@ def test_a_recreated_topic_is_processed_completely(tansu_bin, agents, tmp_path, 
         broker.stop()
 
 
-def test_lag_keeps_counting_while_consumption_is_paused(broker, make_topic, agents, group_id, pg_url):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_lag_keeps_counting_while_consumption_is_paused(broker, make_topic, agents, group_id, pg_url, library):
     """Checkpoints fail (the table is locked), consumption pauses; the lag
     gauge still counts every message that waits."""
     from sqlalchemy import create_engine, text
 
     topic, dlq = make_topic(3, "retrievals"), make_topic(1, "dlq")
-    config = agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port())
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port(), library)
     config["kafka"]["probe_interval_seconds"] = 0.5
     agent = agents(config).start()
     produce(broker.bootstrap, topic, list(synth.generate(200, seed=81, start=_now())))
@@ -200,7 +204,8 @@ def test_lag_keeps_counting_while_consumption_is_paused(broker, make_topic, agen
     wait_until(lambda: agent.value("ragdrift_consumer_lag_messages") == 0, 30, 0.2, "lag drained")
 
 
-def test_a_broker_outage_is_measured_and_ready_stays_up(tansu_bin, agents, tmp_path):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_broker_outage_is_measured_and_ready_stays_up(tansu_bin, agents, tmp_path, library):
     """SIGKILL the broker: the unreachable gauge counts the outage, /readyz
     stays 200 (so Prometheus keeps scraping) and says why; once the broker is
     back the gauge returns to 0 and consumption goes on."""
@@ -208,7 +213,7 @@ def test_a_broker_outage_is_measured_and_ready_stays_up(tansu_bin, agents, tmp_p
     try:
         broker.create_topic("r", 2)
         broker.create_topic("r.dlq", 1)
-        config = agent_config(broker.bootstrap, "r", "r.dlq", "g", f"sqlite:///{tmp_path}/s.db", new_port())
+        config = agent_config(broker.bootstrap, "r", "r.dlq", "g", f"sqlite:///{tmp_path}/s.db", new_port(), library)
         config["kafka"]["probe_interval_seconds"] = 0.5
         agent = agents(config).start()
         produce(broker.bootstrap, "r", list(synth.generate(100, seed=91, start=_now())))
@@ -232,9 +237,11 @@ def test_a_broker_outage_is_measured_and_ready_stays_up(tansu_bin, agents, tmp_p
         broker.stop()
 
 
-def test_three_replicas_start_together_on_an_empty_database(broker, make_topic, agents, group_id, pg_url):
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_three_replicas_start_together_on_an_empty_database(broker, make_topic, agents, group_id, pg_url, library):
     topic, dlq = make_topic(3, "retrievals"), make_topic(1, "dlq")
-    replicas = [agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port())) for _ in range(3)]
+    replicas = [agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port(), library))
+                for _ in range(3)]
     for replica in replicas:
         replica.launch()
     for replica in replicas:

@@ -612,6 +612,45 @@ def test_pass_through_settings_are_checked_with_the_configuration(tmp_path, text
     assert error(tmp_path, text) == message
 
 
+LIBRDKAFKA = "kafka: {library: confluent-kafka, %s}\n"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("kafka: {library: kafka-streams}\n", "kafka.library: must be kafka-python or confluent-kafka"),
+    # a key for the other library, both ways
+    (LIBRDKAFKA % "client: {security_protocol: SASL_SSL}",
+     "kafka.client.security_protocol: a kafka-python setting; with kafka.library confluent-kafka, settings are librdkafka's"),
+    ("kafka: {client: {security.protocol: SASL_SSL}}\n",
+     "kafka.client.security.protocol: a librdkafka setting; with kafka.library kafka-python, settings are kafka-python's"),
+    ("kafka: {consumer: {fetch.max.bytes: 1}}\n",
+     "kafka.consumer.fetch.max.bytes: a librdkafka setting; with kafka.library kafka-python, settings are kafka-python's"),
+    # a key the agent sets itself
+    (LIBRDKAFKA % "client: {group.id: other}", "kafka.client.group.id: set by kafka.group_id"),
+    (LIBRDKAFKA % "client: {bootstrap.servers: 'a:9092'}", "kafka.client.bootstrap.servers: set by kafka.bootstrap_servers"),
+    (LIBRDKAFKA % "consumer: {enable.auto.offset.store: true}",
+     "kafka.consumer.enable.auto.offset.store: set by the agent: offsets are committed with its checkpoints"),
+    (LIBRDKAFKA % "producer: {acks: 1}", "kafka.producer.acks: set by the agent: dead letters are written with acks=all"),
+    # an unknown key, and a key of one client only where both get it
+    (LIBRDKAFKA % "client: {sasl.mechanizm: PLAIN}", "kafka.client.sasl.mechanizm: not a librdkafka setting"),
+    (LIBRDKAFKA % "client: {fetch.max.bytes: 1}",
+     "kafka.client.fetch.max.bytes: a librdkafka consumer setting only: put it under kafka.consumer"),
+    (LIBRDKAFKA % "consumer: {compression.type: gzip}", "kafka.consumer.compression.type: not a librdkafka consumer setting"),
+    (LIBRDKAFKA % "producer: {isolation.level: read_committed}",
+     "kafka.producer.isolation.level: not a librdkafka producer setting"),
+])
+def test_librdkafka_settings_are_checked_with_the_configuration(tmp_path, text, message):
+    assert error(tmp_path, text) == message
+
+
+def test_librdkafka_settings_pass_with_confluent_kafka(tmp_path):
+    settings = load(write(tmp_path, LIBRDKAFKA % (
+        "client: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN, sasl.username: u, sasl.password: p}, "
+        "consumer: {fetch.max.bytes: 1048576}, producer: {compression.type: gzip}")), environ={})
+    assert settings.kafka.library == "confluent-kafka"
+    assert settings.kafka.client["security.protocol"] == "SASL_SSL"
+    assert settings.redacted()["kafka"]["client"]["sasl.password"] != "p"
+
+
 def test_consumer_and_producer_settings_reach_their_client_only(tmp_path, monkeypatch):
     from agent.io.kafka import broker
 
