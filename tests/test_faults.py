@@ -233,6 +233,8 @@ def test_a_broker_outage_is_measured_and_ready_stays_up(tansu_bin, agents, tmp_p
         broker.create_topic("r.dlq", 1)
         wait_until(lambda: agent.value("ragdrift_kafka_unreachable_seconds") == 0, 60, 0.2, "broker reachable")
         assert "kafka unreachable" in agent.log() and "kafka reachable again" in agent.log()
+        produce(broker.bootstrap, "r", list(synth.generate(30, seed=92, start=_now() + timedelta(minutes=1))))
+        wait_until(lambda: agent.value("ragdrift_events_total") >= 130, 60, 0.2, "consumption goes on")
     finally:
         broker.stop()
 

@@ -28,8 +28,22 @@ from kafka import TopicPartition
 from kafka.errors import KafkaError
 
 log = logging.getLogger("ragdrift.agent")
-LIBRDKAFKA_LOG = logging.getLogger("librdkafka")  # its own log lines, through the agent's logging
 TOPIC_IDS_EVERY = 2.0  # seconds between asks for the topics' ids
+
+
+class _Log:
+    """librdkafka's log lines, through the `librdkafka` logger. A broker that
+    does not answer is logged once by the agent ("kafka unreachable"), so
+    librdkafka's line for each failed connection attempt (many a second) is
+    debug."""
+
+    logger = logging.getLogger("librdkafka")
+
+    def log(self, level: int, text: str, facility: str, *args) -> None:
+        self.logger.log(logging.DEBUG if facility == "FAIL" else level, text, facility, *args)
+
+
+LIBRDKAFKA_LOG = _Log()
 
 
 class Record(tuple):
@@ -61,6 +75,8 @@ class Consumer:
         self.topics: list[str] = []
         self.assigning: dict[TopicPartition, int] | None = None  # starts given while being assigned
         self.starts: dict[TopicPartition, int] = {}  # logical starts not yet resolved to an offset
+        self.next_offsets: dict[TopicPartition, int] = {}  # after the last record handed out, or the last seek
+        self.held: set[TopicPartition] = set()  # lost by librdkafka, still the agent's (see _lost)
         self.paused_now: set[TopicPartition] = set()
         self.commit_callback: Callable | None = None
         self.ids: dict[str, str] = {}
@@ -77,28 +93,42 @@ class Consumer:
 
     def _assigned(self, consumer, partitions: list[_Partition]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+        gone = [tp for tp in self.held if tp not in tps]
         self.assigning = {}
+        for tp in self.held & set(tps):  # back after a lost session: on from where the agent is
+            if tp in self.next_offsets or tp in self.starts:
+                self.assigning[tp] = self.next_offsets.get(tp, self.starts.get(tp))
+        self.held = set()
         try:
-            self.listener.on_partitions_assigned(tps)
+            if gone:
+                self._release(gone, self.listener.on_partitions_lost)
+            self.listener.on_partitions_assigned(tps)  # the agent loads and seeks the new ones
         finally:
             starts, self.assigning = self.assigning, None
             given = [_Partition(tp.topic, tp.partition, *([starts[tp]] if tp in starts else [])) for tp in tps]
             (consumer.incremental_assign if self.incremental else consumer.assign)(given)
+            consumer.resume(given)  # a new assignment is not paused, as in kafka-python
+            self.paused_now.difference_update(tps)
 
     def _revoked(self, consumer, partitions: list[_Partition]) -> None:
-        self._release(partitions, self.listener.on_partitions_revoked)
+        self._release([TopicPartition(p.topic, p.partition) for p in partitions], self.listener.on_partitions_revoked)
 
     def _lost(self, consumer, partitions: list[_Partition]) -> None:
-        self._release(partitions, self.listener.on_partitions_lost)
+        """librdkafka drops its partitions once the group coordinator has been
+        silent for a session (a broker outage). kafka-python keeps them until
+        the group answers again, and so does the agent: it stays ready and
+        measures the outage. At the next assignment, the partitions it gets
+        back go on from where it is; the others are lost then."""
+        self.held.update(TopicPartition(p.topic, p.partition) for p in partitions)
 
-    def _release(self, partitions: list[_Partition], call: Callable) -> None:
-        tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+    def _release(self, tps: list[TopicPartition], call: Callable) -> None:
         try:
-            call(tps)  # the checkpoint is taken here, before the partitions go
+            call(tps)  # a revoked partition is checkpointed here, before it goes
         finally:
             for tp in tps:
                 self.paused_now.discard(tp)
                 self.starts.pop(tp, None)
+                self.next_offsets.pop(tp, None)
 
     # -- records ----------------------------------------------------------
 
@@ -120,16 +150,23 @@ class Consumer:
                 polled[tp] = []
             polled[tp].append(_record(Record, (where[0], where[1], m.offset(), m.timestamp()[1], m.key(), m.value(),
                                                m.headers())))
-        for tp in polled:
+        for tp, records in polled.items():
             self.starts.pop(tp, None)
+            self.next_offsets[tp] = records[-1].offset + 1
         return polled
 
     # -- positions --------------------------------------------------------
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
+        if offset >= 0:
+            self.next_offsets[tp] = offset
+        else:
+            self.next_offsets.pop(tp, None)
         if self.assigning is not None:
             self.assigning[tp] = offset
             return
+        if tp in self.held:
+            return  # librdkafka has no such partition now: it starts there when assigned again
         try:
             self.consumer.seek(_Partition(tp.topic, tp.partition, offset))
         except KafkaException as exc:
