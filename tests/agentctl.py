@@ -38,8 +38,9 @@ WINDOWS = {"5m": 300, "1h": 3600}
 CORE = CoreConfig(lateness_seconds=LATENESS, windows=tuple(WINDOWS.items()))  # as agent_config sets it
 
 
-# The Kafka client libraries the agent runs on: the tests of the behaviours
-# the docs promise of both run on each (parametrize with `library`).
+# The Kafka client libraries the agent runs on. One test of each behaviour the
+# docs promise of both runs on each (parametrized with `library`); the others
+# run on kafka-python, the default, and cover code both share.
 LIBRARIES = (KAFKA_PYTHON, CONFLUENT)
 
 

@@ -204,8 +204,7 @@ def test_two_agents_split_partitions_and_hand_over(broker, topics, agents, group
     assert second.value("ragdrift_window_retrievals", window="1h") == len(lines) + len(more)
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp_path, library):
+def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp_path):
     topic, dlq = topics
     good = list(synth.generate(200, seed=3, start=_now()))
     base = orjson.loads(good[0])
@@ -217,7 +216,7 @@ def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp
     expected_reasons = ["invalid_json", "invalid_field:cutoff_k", "pii_suspected", "unsupported_schema", "too_large",
                         "invalid_json"]
     produce(broker.bootstrap, topic, good[:100] + poison + good[100:])
-    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port(), library)
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
     config["kafka"]["max_message_bytes"] = 100_000
     agent = agents(config)
     wait_until(lambda: agent.value("ragdrift_events_total") >= 206, 60, 0.2, "all messages handled")
@@ -247,10 +246,9 @@ def test_poison_messages_are_dead_lettered(broker, topics, agents, group_id, tmp
     assert b"jane.doe" not in (agent.log_path.read_bytes())
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, group_id, tmp_path, library):
+def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, group_id, tmp_path):
     topic, dlq = topics
-    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port(), library)
+    config = agent_config(broker.bootstrap, topic, dlq, group_id, f"sqlite:///{tmp_path}/s.db", new_port())
     first_batch = list(synth.generate(1500, seed=21, start=_now()))
     produce(broker.bootstrap, topic, first_batch)
     agent = agents(config)
@@ -270,8 +268,7 @@ def test_sigterm_exits_cleanly_and_never_reprocesses(broker, topics, agents, gro
 
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin, library):
+def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin):
     """The broker lost its data (or the topic was recreated): the stored offset
     is beyond the new log. The agent must process the new events, not skip them."""
     from agent.demo.broker import Tansu
@@ -282,7 +279,7 @@ def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin, libr
     try:
         broker.create_topic("r", 1)
         broker.create_topic("r.dlq", 1)
-        config = agent_config(broker.bootstrap, "r", "r.dlq", "g", url, port, library)
+        config = agent_config(broker.bootstrap, "r", "r.dlq", "g", url, port)
         produce(broker.bootstrap, "r", list(synth.generate(300, seed=31, start=_now())))
         agent = AgentProcess(config).start()
         try:
@@ -307,14 +304,13 @@ def test_a_recreated_log_is_started_afresh_not_skipped(tmp_path, tansu_bin, libr
         broker.stop()
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_consumption_pauses_while_checkpoints_fail(broker, topics, agents, group_id, pg_url, library):
+def test_consumption_pauses_while_checkpoints_fail(broker, topics, agents, group_id, pg_url):
     """A store that cannot take checkpoints stops consumption (bounded work to
     redo after a crash); when it recovers, consumption resumes, nothing lost."""
     from sqlalchemy import create_engine, text
 
     topic, dlq = topics
-    agent = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port(), library))
+    agent = agents(agent_config(broker.bootstrap, topic, dlq, group_id, pg_url, new_port()))
     produce(broker.bootstrap, topic, list(synth.generate(200, seed=41, start=_now())))
     wait_until(lambda: agent.value("ragdrift_events_total") >= 200, 60, 0.2, "first events")
     wait_until(lambda: agent.value("ragdrift_checkpoints_total", outcome="ok") > 0, 30, 0.2, "a checkpoint")
