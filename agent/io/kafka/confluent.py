@@ -8,6 +8,8 @@ What differs underneath, and is made the same here:
   while it is being assigned become the offsets it is assigned at;
 - records are wrapped in `Record` (a tuple: cheap), keyed by kafka-python's
   `TopicPartition`; errors are raised as kafka-python's `KafkaError`;
+- partitions librdkafka gives up in a broker outage stay the agent's until
+  the group answers again, as in kafka-python (see `_lost`);
 - the consumer has no topic ids (KIP-516) in its metadata: an admin client
   asks for them in the background, and `topic_id()` answers from the last answer.
 """
