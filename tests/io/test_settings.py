@@ -642,6 +642,15 @@ def test_librdkafka_settings_are_checked_with_the_configuration(tmp_path, text, 
     assert error(tmp_path, text) == message
 
 
+def test_confluent_kafka_not_installed_names_the_extra(tmp_path, monkeypatch):
+    import importlib.util
+
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "confluent_kafka" else find(name, *a))
+    assert error(tmp_path, "kafka: {library: confluent-kafka}\n") == \
+        "kafka.library: confluent-kafka is not installed: pip install 'ragdrift-agent[confluent]'"
+
+
 def test_librdkafka_settings_pass_with_confluent_kafka(tmp_path):
     settings = load(write(tmp_path, LIBRDKAFKA % (
         "client: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN, sasl.username: u, sasl.password: p}, "
