@@ -9,6 +9,7 @@ from collections.abc import Callable
 from kafka import KafkaProducer
 
 from agent.demo.process import wait_until
+from agent.io.kafka.options import KAFKA_PYTHON
 from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.service import Running, build
 
@@ -23,11 +24,12 @@ def fill(bootstrap: str, lines: list[bytes], topic: str, keys: list[bytes] | Non
     producer.close()
 
 
-def agent(bootstrap: str, topic: str, group_id: str, workdir: str) -> Running:
-    """The agent as deployed (checkpoints to SQLite in `workdir`, dead letters, exposition), not yet consuming."""
+def agent(bootstrap: str, topic: str, group_id: str, workdir: str, library: str = KAFKA_PYTHON) -> Running:
+    """The agent as deployed (checkpoints to SQLite in `workdir`, dead letters, exposition), not yet consuming,
+    on the Kafka client `library`."""
     return build(Settings(
         kafka=KafkaSettings(bootstrap_servers=bootstrap, topics=[topic], dead_letter_topic=topic + ".dlq",
-                            group_id=group_id, session_timeout_ms=2000, heartbeat_interval_ms=500),
+                            group_id=group_id, session_timeout_ms=2000, heartbeat_interval_ms=500, library=library),
         store=StoreSettings(url=f"sqlite:///{workdir}/state.db"),
         metrics=MetricsSettings(address="127.0.0.1", port=0),
     ))

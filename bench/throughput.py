@@ -3,7 +3,8 @@
 One tansu broker, one topic filled with generated events; then, in the same
 run, a plain kafka-python consumer reads the topic (the baseline), and the
 agent consumes it in its own consumer group with checkpoints and exposition
-on. Each rate counts from the first record received to the last, so the
+on (`--library confluent-kafka`: the agent on librdkafka; the baseline stays
+raw kafka-python). Each rate counts from the first record received to the last, so the
 group join is not measured. The two take turns for `--rounds` rounds, each
 in a new consumer group (the agent with a new store), and each keeps its best
 rate: both get their chance at the shared machine's quieter spells, which one
@@ -31,6 +32,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from agent.core.reasons import RejectedEvent
 from agent.demo.broker import Tansu
+from agent.io.kafka.options import KAFKA_PYTHON, LIBRARIES
 from agent.synth import generate
 
 TOPIC = "bench.retrieval.v1"
@@ -63,12 +65,13 @@ def cpu_timed(spent: Counter, name: str, call: Callable) -> Callable:
     return timed
 
 
-def agent_rate(bootstrap: str, lines: list[bytes], workdir: str, group_id: str) -> tuple[float, dict[str, float]]:
+def agent_rate(bootstrap: str, lines: list[bytes], workdir: str, group_id: str,
+               library: str) -> tuple[float, dict[str, float]]:
     """The agent's rate over the topic holding `lines`, and per event: its
     consumer thread's CPU time by activity, and the same processing of `lines`
     away from the loop."""
     count = len(lines)
-    running = agent(bootstrap, TOPIC, group_id, workdir)
+    running = agent(bootstrap, TOPIC, group_id, workdir, library)
     spent: Counter = Counter()
     measured: dict[str, float] = {}
     at_first: list[float] = []  # the consumer thread's CPU time at the first record
@@ -102,6 +105,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--library", choices=LIBRARIES, default=KAFKA_PYTHON, help="the agent's Kafka client")
     args = parser.parse_args()
     baseline = agent = 0.0
     cpu: dict[str, float] = {}
@@ -113,12 +117,13 @@ def main() -> None:
         for i in range(args.rounds):
             baseline = max(baseline, raw_rate(broker.bootstrap, args.events, f"bench-raw-{i}"))
             with tempfile.TemporaryDirectory() as workdir:
-                rate, breakdown = agent_rate(broker.bootstrap, lines, workdir, f"bench-agent-{i}")
+                rate, breakdown = agent_rate(broker.bootstrap, lines, workdir, f"bench-agent-{i}", args.library)
             if rate > agent:
                 agent, cpu = rate, breakdown
     print(f"{args.events} generated events on tansu, {sum(map(len, lines)) // len(lines)} bytes each on average, best of {args.rounds} rounds")
     print(f"{'raw kafka-python consume (baseline)':<38} {baseline:>10,.0f} events/s   ratio 1.00")
-    print(f"{'agent (decode, core, DLQ, checkpoints)':<38} {agent:>10,.0f} events/s   ratio {agent / baseline:.2f}")
+    print(f"{'agent on ' + args.library + ' (decode, core, DLQ, checkpoints)':<38} {agent:>10,.0f} events/s"
+          f"   ratio {agent / baseline:.2f}")
     print("target: agent >= 0.35 of raw consumption")
     print(f"agent's best round: {1e6 / agent:.1f} us/event elapsed, {cpu['thread']:.1f} us/event CPU in its consumer thread:"
           f" processing {cpu['processing']:.1f}, polling {cpu['polling']:.1f}, checkpoints {cpu['checkpoints']:.1f};"

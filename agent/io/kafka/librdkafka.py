@@ -1,4 +1,4 @@
-"""librdkafka's configuration properties, by the client they apply to (librdkafka 2.16).
+"""librdkafka's configuration properties, by the client they apply to (librdkafka 2.12).
 
 confluent-kafka refuses an unknown property only when a client is built, and
 a consumer property given to a producer is only warned about; with these
@@ -15,9 +15,9 @@ consume.callback.max.messages coordinator.query.interval.ms enable.auto.commit
 enable.auto.offset.store enable.partition.eof fetch.error.backoff.ms fetch.max.bytes
 fetch.message.max.bytes fetch.min.bytes fetch.queue.backoff.ms fetch.wait.max.ms group.id
 group.instance.id group.protocol group.protocol.type group.remote.assignor heartbeat.interval.ms
-isolation.level max.partition.fetch.bytes max.poll.interval.ms max.poll.records offset.store.method
-offset.store.path offset.store.sync.interval.ms partition.assignment.strategy
-queued.max.messages.kbytes queued.min.messages session.timeout.ms
+isolation.level max.partition.fetch.bytes max.poll.interval.ms offset.store.method offset.store.path
+offset.store.sync.interval.ms partition.assignment.strategy queued.max.messages.kbytes
+queued.min.messages session.timeout.ms
 """.split())
 PRODUCER_ONLY = frozenset("""
 acks batch.num.messages batch.size compression.codec compression.level compression.type
@@ -50,17 +50,16 @@ sasl.oauthbearer.assertion.private.key.pem sasl.oauthbearer.client.credentials.c
 sasl.oauthbearer.client.credentials.client.secret sasl.oauthbearer.client.id
 sasl.oauthbearer.client.secret sasl.oauthbearer.config sasl.oauthbearer.extensions
 sasl.oauthbearer.grant.type sasl.oauthbearer.metadata.authentication.type sasl.oauthbearer.method
-sasl.oauthbearer.scope sasl.oauthbearer.sub.claim.name sasl.oauthbearer.token.endpoint.url
-sasl.password sasl.username security.protocol socket.blocking.max.ms
-socket.connection.setup.timeout.ms socket.keepalive.enable socket.max.fails socket.nagle.disable
-socket.receive.buffer.bytes socket.send.buffer.bytes socket.timeout.ms ssl.ca.certificate.stores
-ssl.ca.location ssl.ca.pem ssl.certificate.location ssl.certificate.pem ssl.cipher.suites
-ssl.crl.location ssl.curves.list ssl.endpoint.identification.algorithm ssl.engine.id
-ssl.engine.location ssl.key.location ssl.key.password ssl.key.pem ssl.keystore.location
-ssl.keystore.password ssl.providers ssl.sigalgs.list statistics.interval.ms topic.blacklist
-topic.metadata.propagation.max.ms topic.metadata.refresh.fast.cnt
-topic.metadata.refresh.fast.interval.ms topic.metadata.refresh.interval.ms
-topic.metadata.refresh.sparse
+sasl.oauthbearer.scope sasl.oauthbearer.token.endpoint.url sasl.password sasl.username
+security.protocol socket.blocking.max.ms socket.connection.setup.timeout.ms socket.keepalive.enable
+socket.max.fails socket.nagle.disable socket.receive.buffer.bytes socket.send.buffer.bytes
+socket.timeout.ms ssl.ca.certificate.stores ssl.ca.location ssl.ca.pem ssl.certificate.location
+ssl.certificate.pem ssl.cipher.suites ssl.crl.location ssl.curves.list
+ssl.endpoint.identification.algorithm ssl.engine.id ssl.engine.location ssl.key.location
+ssl.key.password ssl.key.pem ssl.keystore.location ssl.keystore.password ssl.providers
+ssl.sigalgs.list statistics.interval.ms topic.blacklist topic.metadata.propagation.max.ms
+topic.metadata.refresh.fast.cnt topic.metadata.refresh.fast.interval.ms
+topic.metadata.refresh.interval.ms topic.metadata.refresh.sparse
 """.split())
 CONSUMER = CONSUMER_ONLY | SHARED
 PRODUCER = PRODUCER_ONLY | SHARED

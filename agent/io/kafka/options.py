@@ -64,7 +64,6 @@ LIBRDKAFKA_NAMES = Names(CONFLUENT, "librdkafka", librdkafka.CONSUMER, librdkafk
     "group.id": "kafka.group_id",
     "client.id": f"{_OURS} (one per replica)",
     "auto.offset.reset": "kafka.auto_offset_reset",
-    "max.poll.records": "kafka.max_poll_records",
     "session.timeout.ms": "kafka.session_timeout_ms",
     "heartbeat.interval.ms": "kafka.heartbeat_interval_ms",
     "enable.auto.commit": _COMMITS,
