@@ -21,9 +21,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from operator import itemgetter
+from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer as _Consumer, KafkaException
-from confluent_kafka import Producer as _Producer, TopicCollection
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicCollection
+from confluent_kafka import Consumer as _Consumer
+from confluent_kafka import Producer as _Producer
 from confluent_kafka import TopicPartition as _Partition
 from confluent_kafka.admin import AdminClient
 from kafka import TopicPartition
@@ -73,7 +75,7 @@ class Consumer:
                             or config.get("group.protocol") == "consumer")
         self.consumer = _Consumer({**config, "logger": LIBRDKAFKA_LOG, "on_commit": self._committed})
         self.admin = AdminClient({**admin, "logger": LIBRDKAFKA_LOG})
-        self.listener = None
+        self.listener: Any = None  # the agent's rebalance listener, from subscribe()
         self.topics: list[str] = []
         self.assigning: dict[TopicPartition, int] | None = None  # starts given while being assigned
         self.starts: dict[TopicPartition, int] = {}  # logical starts not yet resolved to an offset
@@ -98,8 +100,9 @@ class Consumer:
         gone = [tp for tp in self.held if tp not in tps]
         self.assigning = {}
         for tp in self.held & set(tps):  # back after a lost session: on from where the agent is
-            if tp in self.next_offsets or tp in self.starts:
-                self.assigning[tp] = self.next_offsets.get(tp, self.starts.get(tp))
+            start = self.next_offsets.get(tp, self.starts.get(tp))
+            if start is not None:
+                self.assigning[tp] = start
         self.held = set()
         try:
             if gone:
