@@ -1,7 +1,8 @@
 # The agent's image, as the Helm chart (helm/ragdrift) runs it:
 #   docker build -t REGISTRY/ragdrift:0.1.0 .
 #   docker run --rm REGISTRY/ragdrift:0.1.0 --help
-# Built from this repository's own package; no `demo` extra (no embedded
+# Built from this repository's own package with the `confluent` extra (either
+# Kafka client library, as kafka.library chooses); no `demo` extra (no embedded
 # broker). The user is the fixed non-root UID 10001 the chart's
 # securityContext names. tests/test_image.py builds and runs it.
 
@@ -18,8 +19,9 @@ COPY agent ./agent
 # pip leaves the environment once it has installed the agent.
 RUN python3 -m venv /opt/ragdrift \
  && /opt/ragdrift/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
- && /opt/ragdrift/bin/pip install --no-cache-dir /wheels/ragdrift_agent-*.whl crc32c \
+ && /opt/ragdrift/bin/pip install --no-cache-dir "$(ls /wheels/ragdrift_agent-*.whl)[confluent]" crc32c \
  && /opt/ragdrift/bin/python -c "from agent.io.kafka.broker import has_fast_crc; assert has_fast_crc(), 'crc32c missing'" \
+ && /opt/ragdrift/bin/python -c "import confluent_kafka" \
  && /opt/ragdrift/bin/pip uninstall --yes --quiet pip
 
 FROM python:3.11-slim-bookworm

@@ -230,14 +230,17 @@ def test_the_rendered_config_is_one_the_agent_accepts(rendered, scenario, tmp_pa
         assert "secretKeyRef" in env["valueFrom"], env
         environ[env["name"]] = secret_values[env["name"]]
     client = raw["kafka"].get("client", {})
-    sasl = "sasl_plain_password_file" in client
+    # The password's key in the chosen client library's names.
+    confluent = raw["kafka"].get("library") == "confluent-kafka"
+    password = "sasl.password" if confluent else "sasl_plain_password"
+    sasl = f"{password}_file" in client
     if sasl:  # a file in the mounted Secret
-        path = Path(client["sasl_plain_password_file"])
+        path = Path(client[f"{password}_file"])
         mount = next(m for m in c["volumeMounts"] if Path(m["mountPath"]) == path.parent)
         secret = next(v for v in pod["volumes"] if v["name"] == mount["name"])["secret"]
         assert [i["path"] for i in secret["items"]] == [path.name]
         (tmp_path / "password").write_text("kafka-pw\n")
-        client["sasl_plain_password_file"] = str(tmp_path / "password")
+        client[f"{password}_file"] = str(tmp_path / "password")
     (tmp_path / "ragdrift.yaml").write_text(yaml.safe_dump(raw))
 
     s = agent_settings.load(tmp_path / "ragdrift.yaml", environ=environ)
@@ -250,7 +253,7 @@ def test_the_rendered_config_is_one_the_agent_accepts(rendered, scenario, tmp_pa
         assert s.store.url.startswith(f"sqlite:///{data}/")
         assert one(docs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
     if sasl:
-        assert s.kafka.client["sasl_plain_password"] == "kafka-pw"
+        assert s.kafka.client[password] == "kafka-pw"
     if "RAGDRIFT_STORE__URL" in environ:
         assert s.store.url == environ["RAGDRIFT_STORE__URL"]
     if "RAGDRIFT_JUDGMENT__SALT" in environ:
@@ -259,10 +262,14 @@ def test_the_rendered_config_is_one_the_agent_accepts(rendered, scenario, tmp_pa
     assert set(environ) - {"RAGDRIFT_STORE__URL", "RAGDRIFT_JUDGMENT__SALT"} <= {s.judgment.label_studio.token_env}
 
 
-def test_sasl_scenario_reads_the_password_from_the_secret(rendered):
-    raw = yaml.safe_load(one(rendered["sqlite-values.yaml"], "ConfigMap")["data"]["ragdrift.yaml"])
-    assert raw["kafka"]["client"]["sasl_plain_password_file"].startswith("/var/run/secrets/ragdrift/")
-    assert "sasl_plain_password" not in raw["kafka"]["client"]
+@pytest.mark.parametrize(("scenario", "password"), [("sqlite-values.yaml", "sasl_plain_password"),
+                                                     ("confluent-values.yaml", "sasl.password")])
+def test_sasl_scenario_reads_the_password_from_the_secret(rendered, scenario, password):
+    """In the names of the client library the configuration chooses."""
+    raw = yaml.safe_load(one(rendered[scenario], "ConfigMap")["data"]["ragdrift.yaml"])
+    assert raw["kafka"]["client"][f"{password}_file"].startswith("/var/run/secrets/ragdrift/")
+    assert set(raw["kafka"]["client"]) & {"sasl_plain_password", "sasl.password", "sasl_plain_password_file",
+                                          "sasl.password_file"} == {f"{password}_file"}
 
 
 # -- replicas and the store ---------------------------------------------------

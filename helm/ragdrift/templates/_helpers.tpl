@@ -81,7 +81,9 @@ SASL password file when secrets.kafkaSaslPassword names a Secret.
 {{- if .Values.secrets.kafkaSaslPassword.existingSecret }}
 {{- $kafka := $config.kafka | default dict }}
 {{- $client := $kafka.client | default dict }}
-{{- $_ := set $client "sasl_plain_password_file" (include "ragdrift.kafkaPasswordFile" .) }}
+{{- /* the password key of the client library the configuration chooses */ -}}
+{{- $key := ternary "sasl.password_file" "sasl_plain_password_file" (eq ($kafka.library | default "kafka-python") "confluent-kafka") }}
+{{- $_ := set $client $key (include "ragdrift.kafkaPasswordFile" .) }}
 {{- $_ = set $kafka "client" $client }}
 {{- $_ = set $config "kafka" $kafka }}
 {{- end }}
