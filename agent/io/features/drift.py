@@ -17,7 +17,6 @@ from agent.io.features import Baselines, Feature, Wiring
 from agent.io.settings.agent import Settings
 from agent.io.settings.drift import drift_config
 from agent.io.store import drift
-from agent.io.store.database import StoreError
 from agent.io.store.drift import DriftStore
 
 
@@ -55,8 +54,8 @@ class Drift(Feature[HeldDeltas]):
     def baseline(self, version: str) -> Baseline | None:
         try:
             return self.store.load_baseline(version=version)
-        except (StoreError, ValueError):
-            return None  # the state's restore then says which baseline is missing
+        except ValueError:  # a stored document that does not read back: the state's restore says it is missing
+            return None
 
     def publish(self, states: Sequence[PartitionState], now: float, baselines: Baselines) -> None:
         """Every `RECENT_SECONDS`: switch the partitions to the newest stored baseline, and judge the
