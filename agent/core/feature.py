@@ -3,17 +3,26 @@
 A partition's state (agent/core/state.py) hands every event's `Facts` to
 each of its features in turn, with one `Context` the state refills per event
 (never built per event). The metric families (agent/core/metrics.py) come
-first and always; they are checkpointed in the state itself. A `Feature`
-beside them keeps nothing in the checkpointed state: what it counted leaves
-through `take`, into an outbox slot (`outbox()`, keyed by its `name`) that
-the checkpoint writes as rows in the same transaction as the offsets, and a
-restored partition rebuilds it from those rows (the io side's `partition`).
+first and always. What a feature counted leaves through `take`, into an
+outbox slot (`outbox()`, keyed by its `name`) that the checkpoint writes as
+rows in the same transaction as the offsets; a restored partition rebuilds
+such a feature from those rows (the io side's `partition`). A feature may
+also keep a section of the checkpointed state (`to_dict`, under its name;
+the metric families keep their windows there) and take it back on a restore
+(`restore`).
+
+The checkpointed state is versioned as a whole: a feature that changes the
+layout of its section raises `STATE_VERSION` and adds a migration of the
+whole document to `MIGRATIONS` (agent/core/state.py).
+
 Adding a feature is a module implementing `Feature` here, its io module
-(agent/io/features/), and one line in agent/service.py `FEATURES`.
+(agent/io/features/), its settings section, and one line in
+agent/service.py `FEATURES`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent.core.facts import Facts
@@ -57,7 +66,7 @@ P = TypeVar("P", bound=Pending)  # a feature's own holder: only its feature read
 
 
 class Feature(Observer, Protocol[P]):
-    name: str  # its slot in the outbox, and its name on the state (`state.judging`)
+    name: str  # its slot in the outbox, its section of the checkpointed state, its name on the state (`state.judging`)
 
     def take(self) -> Any:
         """What it queued since the last call."""
@@ -67,6 +76,26 @@ class Feature(Observer, Protocol[P]):
 
     def flush_due(self, held: P) -> bool:
         """Whether what it queues in memory, with what `held` holds, calls for a checkpoint now."""
+
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any] | None:
+        """Its section of the checkpointed state, or None: it is kept as rows. With `sealed_elsewhere`,
+        the parts that never change again are left out (the checkpoint stores them apart, once)."""
+
+    def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
+        """Take back its section of a restored state (None when the state has none), with the parts
+        stored apart (`sealed`); raises ValueError, KeyError or TypeError when it is damaged."""
+
+
+class KeptAsRows:
+    """The checkpointed-state half of a `Feature` kept only as rows: no section, nothing to take back."""
+
+    __slots__ = ()
+
+    def to_dict(self, sealed_elsewhere: bool = False) -> None:
+        return None
+
+    def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
+        """Rebuilt from its rows by its io side, not from the state."""
 
 
 class Configuration(Protocol):

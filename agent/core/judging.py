@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agent.core.facts import Facts
-from agent.core.feature import Context
+from agent.core.feature import Context, KeptAsRows
 from agent.core.sampling import (
     UNIFORM,
     Budgets,
@@ -80,7 +80,7 @@ class QueueRows:
         self.incidents.clear()
 
 
-class JudgmentIntake:
+class JudgmentIntake(KeptAsRows):
     """The judgment queue of one partition (a `Feature`)."""
 
     __slots__ = ("config", "sampler", "incidents", "_restored", "_weeks", "_current")

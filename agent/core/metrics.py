@@ -1,8 +1,11 @@
 """The metric families as a partition feature: each event into its window bucket, through every family.
 
 The first feature of every state, always on; the others read the watermark
-it leaves in the context. Unlike the others it is checkpointed in the state
-itself (its "windows" entry), sealed buckets apart (agent/core/windows.py).
+it leaves in the context. Its windows are its section of the checkpointed
+state ("windows"), sealed buckets apart (agent/core/windows.py). What `take`
+returns is what the events since the last call added, which the agent sums
+into the process's counters after every poll (agent/runner.py); so nothing
+is left for a checkpoint's outbox, whose slot (`Counted`) holds nothing.
 """
 
 from __future__ import annotations
@@ -15,9 +18,21 @@ from agent.core.facts import Facts
 from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.feature import Context
 from agent.core.labels import LabelSet
-from agent.core.tally import inc
+from agent.core.tally import Tally, inc
 from agent.core.view import Keys, Labelled, Table, View
 from agent.core.windows import Windows
+
+
+class Counted:
+    """The metric families' outbox slot: empty, their checkpointed part being the state itself."""
+
+    __slots__ = ()
+
+    def absorb(self, taken: Tally) -> None:
+        """Taken after every poll for the process's counters already: nothing is left at a checkpoint."""
+
+    def clear(self) -> None:
+        pass
 
 
 class MetricFamilies:
@@ -47,8 +62,20 @@ class MetricFamilies:
         if ctx.unknown_fields:
             inc(target, UNKNOWN_FIELDS.key(), ctx.unknown_fields)
 
+    def take(self) -> Tally:
+        """What the events since the last call added (`Windows.take_added`)."""
+        return self.windows.take_added()
+
+    def outbox(self) -> Counted:
+        return Counted()
+
+    def flush_due(self, held: Counted) -> bool:
+        return False
+
     def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
         return self.windows.to_dict(sealed_elsewhere)
 
-    def restore(self, data: dict[str, Any], sealed: Sequence[Sequence[Any]] = ()) -> None:
-        self.windows = Windows.from_dict(self.config, data, sealed)
+    def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
+        if section is None:
+            raise KeyError(self.name)  # every state has its windows
+        self.windows = Windows.from_dict(self.config, section, sealed)

@@ -3,15 +3,16 @@
 This is what the agent checkpoints with the partition's next offset. Replaying
 the same events into a fresh state, in the same order, gives an equal state.
 
-The checkpointed form is versioned. A state written by an older release is
-upgraded step by step through `MIGRATIONS` when it is loaded; one that cannot
-be (written by a newer release, or damaged) raises `StateError`, and the
-agent starts that partition afresh instead of crash-looping.
+The checkpointed form is the context every feature shares ("version",
+"baseline", "labels", "vocabulary") and each feature's own section under its
+name (agent/core/feature.py: the metric families' "windows"; a feature kept
+as rows has none). It is versioned as a whole. A state written by an older
+release is upgraded step by step through `MIGRATIONS` when it is loaded; one
+that cannot be (written by a newer release, or damaged) raises `StateError`,
+and the agent starts that partition afresh instead of crash-looping.
 
 A frozen baseline's vocabulary is shared, not copied: the state holds a
-reference to it and its checkpoint names it by version. The features beside
-the metric families (agent/core/feature.py) are rebuilt from their rows in
-the store, so they are not in the checkpointed form either.
+reference to it and its checkpoint names it by version.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class PartitionState:
                  features: Iterable[Feature[Any]] = (), **configs: Configuration | None) -> None:
         """`features` are the partition's features beside the metric families, fresh or rebuilt from
         their rows; a configuration given by its feature's name (`judging=`, `drift=`: None for off)
-        builds a fresh one (`partition()`)."""
+        builds a fresh one (`partition()`). Two features of one name raise ValueError."""
         self.config = config
         self.context = Context()
         self.context.baseline = baseline
@@ -68,8 +69,12 @@ class PartitionState:
         made = {name: c.partition() for name, c in configs.items() if c is not None}
         if any(f.name != name for name, f in made.items()):
             raise TypeError(f"a configuration not given by its feature's name: {sorted(made)}")
-        self.features: dict[str, Feature[Any]] = {f.name: f for f in (*features, *made.values())}
-        self.observers = (self.metrics.observe, *(f.observe for f in self.features.values()))
+        self.features: dict[str, Feature[Any]] = {}
+        for feature in (self.metrics, *features, *made.values()):
+            if feature.name in self.features:
+                raise ValueError(f"two features named {feature.name!r}")
+            self.features[feature.name] = feature
+        self.observers = tuple(f.observe for f in self.features.values())
 
     def __getattr__(self, name: str) -> Feature[Any]:
         """A feature by its name: `state.judging`, `state.drift`."""
@@ -132,23 +137,27 @@ class PartitionState:
         """What the events ingested since the last call added: whole events
         only, and never negative where each event added a non-negative amount,
         so the process-wide counters summed from it never go down."""
-        return self.metrics.windows.take_added()
+        return self.metrics.take()
 
     def totals(self) -> Tally:
         return self.metrics.windows.totals()
 
     def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
-        """Plain data. A day of minute buckets is large, and sealed buckets never
-        change: with `sealed_elsewhere` they are left out, for a checkpoint that
-        stores each of them once (`windows.sealed_items`)."""
+        """Plain data: the shared context, then each feature's section. A day of minute buckets is
+        large, and sealed buckets never change: with `sealed_elsewhere` they are left out, for a
+        checkpoint that stores each of them once (`windows.sealed_items`)."""
         baseline = self.context.baseline
-        return {
+        data: dict[str, Any] = {
             "version": STATE_VERSION,
             "baseline": None if baseline is None else baseline.version,
             "labels": {dim: labels.to_list() for dim, labels in self.labels.items()},
             "vocabulary": self.vocabulary.to_dict(),
-            "windows": self.metrics.to_dict(sealed_elsewhere),
         }
+        for name, feature in self.features.items():
+            section = feature.to_dict(sealed_elsewhere)
+            if section is not None:
+                data[name] = section
+        return data
 
     @classmethod
     def from_dict(cls, config: CoreConfig, data: dict[str, Any], sealed: Sequence[Sequence[Any]] = (),
@@ -160,12 +169,13 @@ class PartitionState:
         version = data["baseline"]
         if version is not None and version not in baselines:
             raise StateError(f"baseline {version!r} is not available")
+        state = cls(config, None if version is None else baselines[version], features, **configs)
         try:
-            state = cls(config, None if version is None else baselines[version], features, **configs)
             for dim, seen in data["labels"].items():
                 state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
             state.vocabulary = Vocabulary.from_dict(data["vocabulary"])
-            state.metrics.restore(data["windows"], sealed)
+            for name, feature in state.features.items():
+                feature.restore(data.get(name), sealed)
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"damaged state: {exc!r}") from None
         return state
@@ -185,7 +195,8 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "version": 2, "baseline": None}
 
 
-# MIGRATIONS[n] turns a version-n state into a version-(n + 1) one.
+# MIGRATIONS[n] turns a version-n state into a version-(n + 1) one: the whole document, a feature's
+# section included (a feature that changes its section's layout adds a version and its migration here).
 MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from agent.core.config import CoreConfig
 from agent.core.drift.days import DriftConfig
+from agent.core.feature import KeptAsRows
 from agent.core.partitions import Outbox, Owned, flush_due
 from agent.core.state import PartitionState
 from agent.synth import generate
@@ -17,7 +18,7 @@ class Added(dict):
             self[key] = self.get(key, 0) + n
 
 
-class PerVersion:
+class PerVersion(KeptAsRows):
     """Events per (app label, pipeline version): the shape of a release gate's counts."""
 
     name = "versions"
@@ -75,3 +76,35 @@ def test_a_configuration_is_given_by_its_feature_s_name():
         PartitionState(CoreConfig(), judging=DriftConfig())
     with pytest.raises(AttributeError):
         PartitionState(CoreConfig()).drift  # noqa: B018 - off: no such feature
+
+
+class Checkpointed(PerVersion):
+    """A feature keeping its counts in the checkpointed state, under its name."""
+
+    name = "checkpointed"
+
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict:
+        return {"counts": [[app, version, n] for (app, version), n in sorted(self.counts.items(), key=str)]}
+
+    def restore(self, section, sealed) -> None:
+        self.counts = {(app, version): n for app, version, n in section["counts"]}
+
+
+def test_a_feature_s_section_follows_the_shared_context_and_comes_back_on_a_restore():
+    state = PartitionState(CoreConfig(), features=[Checkpointed()])
+    for line in LINES:
+        state.process(line)
+    data = state.to_dict()
+    assert list(data) == ["version", "baseline", "labels", "vocabulary", "windows", "checkpointed"]
+    restored = PartitionState.from_dict(CoreConfig(), data, features=[Checkpointed()])
+    assert restored.checkpointed.counts == state.checkpointed.counts and restored.to_dict() == data
+    assert "checkpointed" not in PartitionState.from_dict(CoreConfig(), data).to_dict()  # off: its section is dropped
+
+
+def test_two_features_of_one_name_are_refused():
+    with pytest.raises(ValueError):
+        PartitionState(CoreConfig(), features=[PerVersion(), PerVersion()])
+    clash = PerVersion()
+    clash.name = "windows"  # the metric families' name
+    with pytest.raises(ValueError):
+        PartitionState(CoreConfig(), features=[clash])

@@ -72,7 +72,7 @@ from agent.core.drift.features import (
 )
 from agent.core.drift.queries import QUERIES, SAMPLE, QueryModel, merge_sample, sample_key
 from agent.core.facts import Facts
-from agent.core.feature import Context
+from agent.core.feature import Context, KeptAsRows
 
 DAY = 86400
 SLOT = 300  # seconds per slot of the sub-day windows
@@ -107,7 +107,7 @@ class HeldDeltas(dict[Row, dict[Any, Any]]):
         merge(self, taken)
 
 
-class DriftDays:
+class DriftDays(KeptAsRows):
     """One partition's daily drift counts since the last `take` (a `Feature`).
 
     The hot path only appends each event's values to buffers per (5-minute
