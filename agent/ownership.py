@@ -21,9 +21,8 @@ from kafka.structs import OffsetAndMetadata
 from opentelemetry.trace import Tracer
 
 from agent.core import partitions
-from agent.core.drift import Baseline
 from agent.core.partitions import NO_OFFSET, Owned
-from agent.core.state import PartitionState, SharedVocabulary, StateError
+from agent.core.state import PartitionState, StateError
 from agent.io.features import Feature
 from agent.io.kafka import broker
 from agent.io.kafka.dead_letters import DeadLetters
@@ -51,8 +50,6 @@ class Ownership:
         self.last_checkpoint: float | None = None
         self.store_ok = True
         self.failures = 0  # failed checkpoints in a row
-        self.active: Baseline | None = None  # the baseline drift is judged against: its vocabulary and clusters
-        self.shared: dict[str, SharedVocabulary] = {}  # baseline version -> its vocabulary, one object for every partition
 
     def resolve_starts(self, polled: dict) -> bool:
         """Pin where partitions without a checkpoint start, before processing.
@@ -129,10 +126,14 @@ class Ownership:
 
     def _joined(self, dirty: list[TopicPartition]) -> list:
         """What the checkpoint writes beside the offsets: each feature's rows from the partitions'
-        outboxes (taken first: see `_checkpoint_of`)."""
+        outbox slots (taken first: see `_checkpoint_of`); a feature without a partition part has none."""
         group = self.kafka.group_id
-        return [rows for f in self.features
-                for rows in f.writes(group, [(tp, self.owned[tp].outbox.held.get(f.name)) for tp in dirty])]
+        joined = []
+        for f in self.features:
+            held = [(tp, slot) for tp in dirty if (slot := self.owned[tp].outbox.held.get(f.name)) is not None]
+            if held:
+                joined += f.writes(group, held)
+        return joined
 
     def _checkpoint_of(self, tp: TopicPartition) -> Checkpoint:
         owned = self.owned[tp]
@@ -160,10 +161,15 @@ class Ownership:
                                                   "offset": self.owned[tp].next_offset})
 
     def _restore(self, tp: TopicPartition, stored: Checkpoint) -> Owned:
+        """The partition's state from its checkpoint and its features' rows; a store that cannot be
+        read raises `StoreError` (never a reset: the state is there, only unread)."""
         self.consumer.seek(tp, stored.next_offset)
+        context: dict = {}
+        for feature in self.features:
+            context.update(feature.restore_context(stored.state))
         try:
-            state = PartitionState.from_dict(self.core, stored.state, stored.sealed, self._vocabularies(stored.state),
-                                             self._features(tp, restore=True))
+            state = PartitionState.from_dict(self.core, stored.state, stored.sealed,
+                                             features=self._features(tp, restore=True), **context)
         except StateError as exc:
             # A state this release cannot read (written by a newer one, or
             # damaged): start afresh where it stopped rather than crash-loop.
@@ -172,39 +178,19 @@ class Ownership:
             self.resets += 1
             self._reset(tp)
             return Owned.fresh(self._state(tp), stored.next_offset, stored.topic_id)
-        self._share(state)
-        return Owned.restored(state, stored.next_offset, stored.topic_id)
+        return Owned.restored(self._attach(state), stored.next_offset, stored.topic_id)
 
     def _features(self, tp: TopicPartition, restore: bool = False) -> list:
         built = (f.partition(self.kafka.group_id, tp, restore) for f in self.features)
         return [feature for feature in built if feature is not None]
 
     def _state(self, tp: TopicPartition) -> PartitionState:
-        return self._share(PartitionState(self.core, features=self._features(tp)))
+        return self._attach(PartitionState(self.core, features=self._features(tp)))
 
-    def use_baseline(self, baseline: Baseline | None) -> None:
-        """Judge every partition's new terms and query clusters against `baseline` from now on."""
-        if baseline is not None and baseline.queries is not None and baseline.version not in self.shared:
-            self.shared[baseline.version] = SharedVocabulary(baseline.version, baseline.queries.vocabulary)
-        self.active = baseline
-        for owned in self.owned.values():
-            self._share(owned.state)
-
-    def _share(self, state: PartitionState) -> PartitionState:
-        active = self.active
-        state.baseline = None if active is None or active.queries is None else self.shared[active.version]
+    def _attach(self, state: PartitionState) -> PartitionState:
         for feature in self.features:
-            feature.share(state, self.active)
+            feature.attach(state)
         return state
-
-    def _vocabularies(self, data: dict) -> dict[str, SharedVocabulary]:
-        """The shared vocabularies a checkpoint may name: the ones in use, and the one it names from the store."""
-        version = data.get("baseline") if isinstance(data, dict) else None
-        if isinstance(version, str) and version not in self.shared:
-            found = next((b for b in (f.baseline(version) for f in self.features) if b is not None), None)
-            if found is not None and found.queries is not None:  # else from_dict says which baseline is missing
-                self.shared[version] = SharedVocabulary(version, found.queries.vocabulary)
-        return self.shared
 
     def _reset(self, tp: TopicPartition) -> None:
         """Forget the partition's checkpoint and the rows its features forget with it."""

@@ -250,7 +250,7 @@ class Agent:
         )
         self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health))
         for feature in self.features:
-            feature.publish(states, now, self.parts)
+            feature.publish(states, now)
 
     def health(self) -> tuple[bool, str]:
         stalled = time.monotonic() - self.last_progress

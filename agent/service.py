@@ -13,6 +13,7 @@ from kafka.errors import KafkaError
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, ProcessCollector
 
+from agent.io.background.judgment import WEEKLY
 from agent.io.background.periodic import new_scheduler
 from agent.io.features import Wiring, built, tables_of
 from agent.io.features.calibration import ScoreCalibrations
@@ -36,6 +37,8 @@ FEATURES = (
     Drift,
     ScoreCalibrations,
 )
+# The jobs (agent/jobs) a feature runs, which io may not import, by the name it looks each up by.
+JOBS = {WEEKLY: scheduled}
 
 
 @dataclass
@@ -59,7 +62,7 @@ def build(settings: Settings, tracer_provider: TracerProvider | None = None) -> 
     tracer_provider = tracer_provider or provider()
     store = Store(settings.store.url, settings.store.schema, tables_of(FEATURES))
     scheduler = new_scheduler()
-    features = built(FEATURES, Wiring(settings, store, scheduler, weekly=scheduled))
+    features = built(FEATURES, Wiring(settings, store, scheduler, JOBS))
     client_id = f"ragdrift-{socket.gethostname()}"
     try:
         consumer = broker.consumer(settings.kafka, client_id)

@@ -61,7 +61,7 @@ def main() -> None:
         lines = list(generate(args.per_partition, seed=100 + p, start=start, rate=args.per_partition / 3600))
         state = PartitionState(CoreConfig(), shared, drift=DriftConfig())
         drift = cast(DriftDays, state.drift)
-        drift.queries = baseline.queries  # as Ownership.use_baseline leaves it: query clusters counted live
+        drift.queries = baseline.queries  # as the drift feature's `attach` leaves it: query clusters counted live
         t = time.perf_counter()
         for i, line in enumerate(lines):
             state.process(line)

@@ -24,6 +24,7 @@ from sqlalchemy import update
 from agent.cli import main
 from agent.core.sampling import UNIFORM
 from agent.io.background.judgment import JudgmentJobs
+from agent.io.background.periodic import new_scheduler
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
@@ -276,7 +277,7 @@ def test_the_weekly_job_logs_a_failure_in_one_line(tmp_path, caplog):
     add(config, *(f"e{i}" for i in range(8)), week=batch.last_week(datetime.now(UTC).timestamp()))
     settings = load(config)
     with Store(settings.store.url, None, (*TABLES, *QRELS)) as store:
-        judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=5, weekly=batch.scheduled)
+        judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=5, scheduler=new_scheduler(), weekly=batch.scheduled)
         caplog.set_level(logging.INFO, "ragdrift.batch")
         judging.weekly()
         (failed,) = [r for r in caplog.records if r.getMessage() == "weekly judgment batch failed"]

@@ -10,6 +10,7 @@ from agent.core.batch import build
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import ALL, Options, report
 from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
+from agent.io.background.periodic import new_scheduler
 from agent.io.files import batch_files
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
@@ -35,7 +36,7 @@ def agent(tmp_path):
         queue.record_batch(settings.kafka.group_id, week, batch.batch_id, float(built_at), len(batch.key),
                            str(directory))
         batches.append(batch)
-    judging = JudgmentJobs(settings, queue, qrels, top_n=5)
+    judging = JudgmentJobs(settings, queue, qrels, top_n=5, scheduler=new_scheduler())
     registry = CollectorRegistry()
     registry.register(JudgmentCollector(judging))
     yield judging, registry, qrels, batches

@@ -29,6 +29,7 @@ from agent.core.sampling import select
 from agent.core.state import PartitionState
 from agent.demo.process import wait_until
 from agent.io.background.judgment import JudgmentJobs
+from agent.io.background.periodic import new_scheduler
 from agent.io.kafka.broker import written_at
 from agent.io.settings.agent import load
 from agent.io.settings.judgment import judging_config
@@ -304,7 +305,9 @@ def test_weekly_batch_runs_once_on_sqlite(tmp_path):
 def test_the_scheduler_builds_last_weeks_batch(pg_url, tmp_path):
     group = unique_name("g")
     settings, store, queue = _weekly_store(pg_url, tmp_path, group)
-    judging = JudgmentJobs(settings, queue, Qrels(store), 10, weekly=scheduled).start()
+    scheduler = new_scheduler()
+    judging = JudgmentJobs(settings, queue, Qrels(store), 10, scheduler=scheduler, weekly=scheduled).start()
+    scheduler.start()
     try:
         # The real job, fired now rather than next Monday at 06:00.
         judging.scheduler.modify_job("weekly-batch", next_run_time=datetime.now(UTC))
@@ -313,7 +316,7 @@ def test_the_scheduler_builds_last_weeks_batch(pg_url, tmp_path):
         wait_until(lambda: judging.status.last_batch_items == row["items"] > 0, 10, 0.1, "status refreshed")
         assert judging.failures == 0
     finally:
-        judging.stop()
+        scheduler.shutdown(wait=False)
         store.close()
 
 

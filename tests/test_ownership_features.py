@@ -13,6 +13,7 @@ from sqlalchemy import text
 from agent.core.config import CoreConfig
 from agent.core.drift import freeze
 from agent.core.state import PartitionState, SharedVocabulary
+from agent.io.background.periodic import new_scheduler
 from agent.io.features import Wiring, built, tables_of
 from agent.io.features.drift import Drift
 from agent.io.kafka.dead_letters import DeadLetters
@@ -50,7 +51,7 @@ def test_a_store_that_cannot_read_the_named_baseline_stops_the_restore_and_keeps
     group, tp = settings.kafka.group_id, TopicPartition(settings.kafka.topics[0], 0)
     features = [Drift]
     with Store(f"sqlite:///{tmp_path}/s.db", None, tables_of(features)) as store:
-        features = built(features, Wiring(settings, store, None))
+        features = built(features, Wiring(settings, store, new_scheduler()))
         baseline = freeze(generated_days(7, 400), "vocab")
         features[0].store.save_baseline(baseline)
         state = PartitionState(CoreConfig(), SharedVocabulary(baseline.version, baseline.queries.vocabulary))

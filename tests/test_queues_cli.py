@@ -13,6 +13,7 @@ from agent.cli import main
 from agent.core.sampling import UNIFORM
 from agent.core.security import Incident
 from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
+from agent.io.background.periodic import new_scheduler
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
@@ -99,7 +100,7 @@ def test_the_queues_figures_as_metrics(config):
     settings = load(config)
     store = Store(settings.store.url, None, (*TABLES, *QRELS))
     queue = Queue(store)
-    judging = JudgmentJobs(settings, queue, Qrels(store), top_n=1)
+    judging = JudgmentJobs(settings, queue, Qrels(store), top_n=1, scheduler=new_scheduler())
     registry = CollectorRegistry()
     registry.register(JudgmentCollector(judging))
     assert registry.get_sample_value("ragdrift_judgment_batch_failures_total") == 0

@@ -21,6 +21,7 @@ from agent.cli import main
 from agent.core.sampling import UNIFORM
 from agent.io import logs
 from agent.io.background.judgment import JudgmentJobs
+from agent.io.background.periodic import new_scheduler
 from agent.io.settings.agent import load
 from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
@@ -162,7 +163,7 @@ def test_no_failure_path_prints_or_writes_a_secret(run):
             settings = load(config)
             with_candidates(settings.store.url)
             store = Store(settings.store.url, None, (*TABLES, *QRELS))
-            judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=1, weekly=scheduled)
+            judging = JudgmentJobs(settings, Queue(store), Qrels(store), top_n=1, scheduler=new_scheduler(), weekly=scheduled)
             judging.weekly()
             store.close()
             assert judging.failures == 1, name

@@ -106,7 +106,7 @@ def test_each_incident_raises_its_alarm_within_the_hour(baseline):
     start = DAY0 + timedelta(days=BASELINE_DAYS + CLEAN_DAYS)
     t0 = start.timestamp()
     state = PartitionState(CoreConfig(), SharedVocabulary(baseline.version, baseline.queries.vocabulary), drift=DriftConfig())
-    state.drift.queries = baseline.queries  # as the agent does once the baseline is active (Ownership.use_baseline)
+    state.drift.queries = baseline.queries  # as the agent does once the baseline is active (the drift feature's `attach`)
     fired: dict[int, set] = {}  # minute -> the (app, feature, stat, window) series alarming then
     minute = 0
     delta: dict = {}

@@ -9,6 +9,7 @@ import pytest
 from agent.core.calibrated import OK, TOO_FEW_LABELS, ServingRule
 from agent.core.judgments.labels import Label
 from agent.io.background.calibration import CalibrationWatch
+from agent.io.background.periodic import new_scheduler
 from agent.io.settings.judgment import CalibrationSettings
 from agent.io.store.calibrations import TABLES, Calibrations
 from agent.io.store.database import Store
@@ -50,7 +51,7 @@ def test_the_job_pools_the_newest_batches_and_the_watch_reads_the_newest_fits(st
     newest = Calibrations(store).newest()
     assert [(c.app, c.pipeline_version, c.fitted_at) for c in newest] == [("app", "v1", 200.0), ("bot", None, 200.0)]
     assert [c.fitted_at for c in Calibrations(store).history("app")] == [100.0, 200.0]  # history kept
-    watch = CalibrationWatch(Calibrations(store), ServingRule(max_ece=1.0, min_labels=4))
+    watch = CalibrationWatch(Calibrations(store), ServingRule(max_ece=1.0, min_labels=4), scheduler=new_scheduler())
     watch.refresh()
     assert watch.active.by_pair[("app", "v1")].fitted_at == 200.0
     assert watch.active.by_pair[("bot", None)] == TOO_FEW_LABELS

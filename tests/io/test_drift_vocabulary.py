@@ -1,5 +1,6 @@
 """Every partition judges new terms and query clusters against the active baseline's one vocabulary,
-and a restored partition finds the vocabulary its checkpoint names in the store (agent/ownership.py)."""
+and a restored partition finds the vocabulary its checkpoint names in the store (the drift feature's
+hooks, through agent/ownership.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from agent.core.drift import freeze
 from agent.core.drift.days import DriftConfig
 from agent.core.state import PartitionState
 from agent.io.features import Wiring
+from agent.io.background.periodic import new_scheduler
 from agent.io.features.drift import Drift
 from agent.io.settings.agent import Settings
 from agent.io.store.database import Store
@@ -31,22 +33,23 @@ def drift(url):
 TP = TopicPartition("t", 0)
 
 
-def ownership(drift: DriftStore) -> Ownership:
+def ownership(drift: DriftStore) -> tuple[Ownership, Drift]:
     """The partitions' side of Ownership only: no broker is touched by what is tested here."""
     settings = Settings()  # drift on
-    feature = Drift(Wiring(settings, drift.store, None))
+    feature = Drift(Wiring(settings, drift.store, new_scheduler()))
     return Ownership(settings=settings, store=drift.store, consumer=None, letters=None, tracer=None, budget=None,
-                     features=[feature])
+                     features=[feature]), feature
 
 
 def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(drift):
     days = generated_days(7, 400)
     baseline = freeze(days, "vocab")
     drift.save_baseline(baseline)
-    parts = ownership(drift)
+    parts, feature = ownership(drift)
     before = parts._state(TP)
     assert before.baseline is None and before.drift.queries is None  # no baseline yet: its own vocabulary
-    parts.use_baseline(baseline)
+    feature.use(baseline, [before])
+    assert before.baseline.version == baseline.version  # a partition owned already switches too
     first, second = parts._state(TP), parts._state(TP)
     assert first.baseline is second.baseline and first.baseline.version == baseline.version
     assert first.drift.queries == baseline.queries
@@ -59,7 +62,7 @@ def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(
     assert first.vocabulary.to_dict() == PartitionState(CoreConfig()).vocabulary.to_dict()  # its own: untouched
     data = first.to_dict()
     assert data["baseline"] == baseline.version
-    restored = PartitionState.from_dict(CoreConfig(), data, baselines=ownership(drift)._vocabularies(data),
-                                        drift=DriftConfig())
+    restored = PartitionState.from_dict(CoreConfig(), data, drift=DriftConfig(),
+                                        **ownership(drift)[1].restore_context(data))
     assert restored.baseline.version == baseline.version
     assert restored.baseline.vocabulary.to_dict() == baseline.queries.vocabulary.to_dict()

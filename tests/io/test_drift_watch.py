@@ -15,6 +15,7 @@ from agent.core.drift.features import TOP1_SCORE
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
 from agent.io.background.drift import DriftCollector, DriftStatus, DriftWatch, windows_of
+from agent.io.background.periodic import new_scheduler
 from agent.io.store.database import Checkpoint, Store, StoreError
 from agent.io.store.drift import TABLES, DriftStore
 from agent.synth import ScheduledIncident, generate
@@ -55,7 +56,7 @@ def samples(watch: DriftWatch) -> dict[str, dict[tuple, float]]:
 
 
 def test_no_baseline_exports_nothing(drift):
-    watch = DriftWatch(drift, GROUP, clock=lambda: NOW)
+    watch = DriftWatch(drift, GROUP, clock=lambda: NOW, scheduler=new_scheduler())
     watch.refresh()
     assert samples(watch) == {}
 
@@ -64,7 +65,7 @@ def test_findings_of_today_and_yesterday_against_the_newest_baseline(drift):
     days = drift.stored_days(GROUP, "2026-03-01", "2026-03-07")
     baseline = freeze(days, "launch")
     assert drift.save_baseline(baseline, now=1.0)
-    watch = DriftWatch(drift, GROUP, clock=lambda: NOW)
+    watch = DriftWatch(drift, GROUP, clock=lambda: NOW, scheduler=new_scheduler())
     watch.refresh()
     got = samples(watch)
     assert got["ragdrift_drift_baseline_info"] == {(("name", "launch"), ("version", baseline.version)): 1.0}
@@ -86,16 +87,16 @@ def test_findings_of_today_and_yesterday_against_the_newest_baseline(drift):
 
 def test_sub_day_windows_of_the_replica_are_rendered_beside_the_daily_ones(drift):
     baseline = freeze(drift.stored_days(GROUP, "2026-03-01", "2026-03-07"), "hourly")
-    watch = DriftWatch(drift, GROUP, clock=lambda: NOW)
-    watch.judge_recent({"5m": {}})
-    assert watch.recent == (), "no baseline loaded yet: nothing judged"
-    watch.baseline, watch.status = baseline, DriftStatus(("hourly", baseline.version))  # as a refresh leaves them
+    watch = DriftWatch(drift, GROUP, clock=lambda: NOW, scheduler=new_scheduler())
+    watch.judge_recent({"5m": {}}, None)
+    assert watch.recent == ((), ()), "no baseline loaded yet: nothing judged"
+    watch.status = DriftStatus(("hourly", baseline.version))  # as a refresh leaves it
     state = PartitionState(CoreConfig(), drift=DriftConfig())
     start = DAY0 + timedelta(days=9)
     for line in generate(2400, seed=9, start=start, rate=2400 / 3600, incidents=[ScheduledIncident("score-drift", 40)]):
         state.process(line)
     windows = recent_windows([state.drift], (start + timedelta(hours=1)).timestamp() - 1)
-    watch.judge_recent(windows)
+    watch.judge_recent(windows, baseline)  # the baseline the loop switched to, whatever the refresh loads now
     got = samples(watch)["ragdrift_drift_alarm"]
     for name in ("5m", "1h"):
         expected = {(("app", f.app), ("feature", f.feature), ("stat", f.stat), ("window", name)): float(f.alarm)
@@ -108,7 +109,7 @@ def test_a_newer_baseline_replaces_the_old_and_a_store_error_keeps_the_last_figu
     days = drift.stored_days(GROUP, "2026-03-02", "2026-03-08")
     newer = freeze(days, "later")
     drift.save_baseline(newer, now=2.0)
-    watch = DriftWatch(drift, GROUP, clock=lambda: NOW)
+    watch = DriftWatch(drift, GROUP, clock=lambda: NOW, scheduler=new_scheduler())
     watch.refresh()
     before = samples(watch)
     assert list(before["ragdrift_drift_baseline_info"]) == [(("name", "later"), ("version", newer.version))]
@@ -141,7 +142,7 @@ def test_windows_counted_on_another_grid_are_not_compared_but_counted_and_logged
         state.process(line)
     box.take(state)
     other.store.save(GROUP, [Checkpoint("t", 0, PER_DAY, {"v": 1})], [other.writes(GROUP, [box.drift])])
-    watch = DriftWatch(other, GROUP, clock=lambda: NOW)
+    watch = DriftWatch(other, GROUP, clock=lambda: NOW, scheduler=new_scheduler())
     with caplog.at_level("WARNING", logger="ragdrift.drift"):
         watch.refresh()
         watch.refresh()
@@ -154,7 +155,8 @@ def test_windows_counted_on_another_grid_are_not_compared_but_counted_and_logged
     mismatched = {dict(k)["window"]: v for k, v in got["ragdrift_drift_grid_mismatch"].items()}
     assert mismatched == {"5m": 0, "1h": 0, "today": len(apps), "yesterday": 0}
     with caplog.at_level("WARNING", logger="ragdrift.drift"):  # the replica's sub-day windows, on the same grid
-        watch.judge_recent(recent_windows([state.drift], (DAY0 + timedelta(days=8, minutes=10)).timestamp()))
+        watch.judge_recent(recent_windows([state.drift], (DAY0 + timedelta(days=8, minutes=10)).timestamp()),
+                           watch.baseline)
     assert len([r for r in caplog.records if "not compared" in r.getMessage()]) == 1  # the same features: no new line
     got = samples(watch)
     mismatched = {dict(k)["window"]: v for k, v in got["ragdrift_drift_grid_mismatch"].items()}

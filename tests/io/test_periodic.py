@@ -7,13 +7,14 @@ import threading
 
 import pytest
 
-from agent.io.background.periodic import Periodic
+from agent.io.background.periodic import Periodic, new_scheduler
 from agent.io.store.database import StoreError
 
 
 class Reader(Periodic):
-    def __init__(self, outcomes):
-        super().__init__("test-reader", 3600, logging.getLogger("ragdrift.test"), "the test figures")
+    def __init__(self, outcomes, scheduler=None):
+        super().__init__("test-reader", 3600, logging.getLogger("ragdrift.test"), "the test figures",
+                         scheduler or new_scheduler())
         self.outcomes = list(outcomes)
         self.figures = None
         self.read = threading.Event()
@@ -42,15 +43,47 @@ def test_a_failed_read_keeps_the_last_figures_and_says_why(caplog):
 
 
 def test_start_reads_once_without_waiting_for_the_interval():
-    reader = Reader([7]).start()
+    scheduler = new_scheduler()
+    reader = Reader([7], scheduler).start()
+    scheduler.start()
     try:
         assert reader.read.wait(10)  # the interval is an hour
-        assert reader.scheduler.get_job("test-reader") is not None  # and the interval job stays
+        assert scheduler.get_job("test-reader") is not None  # and the interval job stays
     finally:
-        reader.stop()
+        scheduler.shutdown(wait=False)
     assert reader.figures == 7
+
+
+class Overlap(Periodic):
+    """A read that waits (a while at most) for a second one to start beside it."""
+
+    def __init__(self):
+        super().__init__("test-overlap", 3600, logging.getLogger("ragdrift.test"), "the test figures", new_scheduler())
+        self.inside = 0
+        self.most = 0
+        self.first_in, self.second_in = threading.Event(), threading.Event()
+
+    def reload(self) -> None:
+        self.inside += 1
+        self.most = max(self.most, self.inside)
+        if self.first_in.is_set():
+            self.second_in.set()
+        else:
+            self.first_in.set()
+            self.second_in.wait(2)  # with reads serialized, the second starts only after this one
+        self.inside -= 1
+
+
+def test_reads_asked_for_from_two_threads_take_turns():
+    reader = Overlap()  # the interval's read, and the weekly batch's refresh on another thread
+    first = threading.Thread(target=reader.refresh)
+    first.start()
+    assert reader.first_in.wait(10)
+    reader.refresh()
+    first.join(10)
+    assert reader.second_in.is_set() and reader.most == 1
 
 
 def test_reload_is_the_subclass_s():
     with pytest.raises(NotImplementedError):
-        Periodic("bare", 60, logging.getLogger("ragdrift.test"), "nothing").reload()
+        Periodic("bare", 60, logging.getLogger("ragdrift.test"), "nothing", new_scheduler()).reload()

@@ -23,8 +23,8 @@ log = logging.getLogger("ragdrift.calibration")
 class CalibrationWatch(Periodic):
     """The refresh job and the calibrations it last loaded."""
 
-    def __init__(self, calibrations: Calibrations, rule: ServingRule, refresh_seconds: float = 60.0,
-                 scheduler: BackgroundScheduler | None = None):
+    def __init__(self, calibrations: Calibrations, rule: ServingRule, refresh_seconds: float = 60.0, *,
+                 scheduler: BackgroundScheduler):
         super().__init__("calibration-refresh", refresh_seconds, log, "the calibrations", scheduler)
         self.calibrations = calibrations
         self.rule = rule

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -89,21 +90,23 @@ def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData]):
 class DriftWatch(Periodic):
     """The refresh job and the last status it computed."""
 
-    def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time,
-                 scheduler: BackgroundScheduler | None = None):
+    def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time, *,
+                 scheduler: BackgroundScheduler):
         super().__init__("drift-refresh", REFRESH_SECONDS, log, "the drift figures", scheduler)
         self.store = store
         self.group_id = group_id
         self.clock = clock
         self.status = DriftStatus()
         self.baseline: Baseline | None = None  # the one the last refresh loaded
-        self.recent: tuple[tuple[str, Finding], ...] = ()  # the sub-day windows' findings (judge_recent)
-        self.recent_mismatches: tuple[tuple[str, GridMismatch], ...] = ()
+        # The sub-day windows' findings and the features they left out (judge_recent): one tuple, replaced whole.
+        self.recent: tuple[tuple[tuple[str, Finding], ...], tuple[tuple[str, GridMismatch], ...]] = ((), ())
         self._logged: frozenset = frozenset()  # the mismatches last logged, so a lasting one logs once
+        self._logging = threading.Lock()  # the loop's and the refresh's findings are logged one at a time
 
-    def judge_recent(self, windows: Mapping[str, DayData]) -> None:
-        """Evaluate the replica's sub-day windows against the loaded baseline (called by the agent loop)."""
-        self.recent, self.recent_mismatches = judge_windows(self.baseline, windows)
+    def judge_recent(self, windows: Mapping[str, DayData], baseline: Baseline | None) -> None:
+        """Evaluate the replica's sub-day windows against `baseline`, the one the loop switched its partitions
+        to (called by the agent loop)."""
+        self.recent = judge_windows(baseline, windows)
         self._log_mismatches()
 
     def reload(self) -> None:
@@ -112,14 +115,15 @@ class DriftWatch(Periodic):
 
     def _log_mismatches(self) -> None:
         """One line when the features left out for their grid change (not on every refresh)."""
-        found = self.recent_mismatches + self.status.mismatches
-        now = frozenset((m.app, m.feature) for _, m in found)
-        if now and now != self._logged:
-            windows = sorted({w for w, _ in found})
-            log.warning("drift: %d features not compared with baseline %s, counted on another grid in window %s "
-                        "(first: %s); freeze a baseline from days counted on the configured grids", len(now),
-                        self.baseline.version if self.baseline else "-", ", ".join(windows), found[0][1])
-        self._logged = now
+        with self._logging:
+            found = self.recent[1] + self.status.mismatches
+            now = frozenset((m.app, m.feature) for _, m in found)
+            if now and now != self._logged:
+                windows = sorted({w for w, _ in found})
+                log.warning("drift: %d features not compared with baseline %s, counted on another grid in window %s "
+                            "(first: %s); freeze a baseline from days counted on the configured grids", len(now),
+                            self.baseline.version if self.baseline else "-", ", ".join(windows), found[0][1])
+            self._logged = now
 
 
 class DriftCollector:
@@ -132,10 +136,9 @@ class DriftCollector:
         return self._render(DriftStatus(("", "")))
 
     def collect(self) -> Iterator[Metric]:
-        status = self.watch.status
+        status, (recent, mismatches) = self.watch.status, self.watch.recent
         if status.baseline is not None:
-            status = DriftStatus(status.baseline, self.watch.recent + status.findings,
-                                 self.watch.recent_mismatches + status.mismatches)
+            status = DriftStatus(status.baseline, recent + status.findings, mismatches + status.mismatches)
         return self._render(status)
 
     def _render(self, status: DriftStatus) -> Iterator[Metric]:

@@ -53,13 +53,14 @@ class JudgmentStatus:
 
 
 Weekly = Callable[[Settings, Queue], str | None]  # runs the batch job: None, or its failure in one line
+WEEKLY = "weekly-batch"  # its job id on the scheduler, and its name among the jobs handed in (`Wiring.jobs`)
 
 
 class JudgmentJobs(Periodic):
     """The jobs (the weekly batch when `weekly` is given) and the latest figures they read."""
 
-    def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int, weekly: Weekly | None = None,
-                 scheduler: BackgroundScheduler | None = None):
+    def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int, *,
+                 scheduler: BackgroundScheduler, weekly: Weekly | None = None):
         super().__init__("judgment-status", REFRESH_SECONDS, log, "the judgment queue's figures", scheduler,
                          misfire_grace_time=GRACE_SECONDS)
         self.settings = settings
@@ -72,7 +73,7 @@ class JudgmentJobs(Periodic):
         self.judged: tuple[tuple[str, int], JudgedFigures] | None = None  # (batch id, label versions), figures
         if weekly is not None:
             self.scheduler.add_job(self.weekly, CronTrigger.from_crontab(settings.judgment.schedule, timezone="UTC"),
-                                   id="weekly-batch", misfire_grace_time=GRACE_SECONDS)
+                                   id=WEEKLY, misfire_grace_time=GRACE_SECONDS)
 
     def weekly(self) -> None:
         assert self.run_weekly is not None  # scheduled only with one

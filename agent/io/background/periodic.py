@@ -5,13 +5,15 @@ read by a background job once at start and then every minute (by default), and s
 render whatever the last read left. A read that fails keeps the last figures
 (the next one tries again), so a store outage never stops the agent.
 
-In the agent every such job runs on one scheduler (`new_scheduler()`), which the
-agent starts and stops; a reader given none has one of its own.
+Every such job runs on the agent's one scheduler (`new_scheduler()`), which
+the agent starts and stops. A read is never run twice at once: the interval's
+and one another job asks for (the weekly batch's) take turns.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -24,36 +26,31 @@ def new_scheduler() -> BackgroundScheduler:
 
 
 class Periodic:
-    """Runs `reload` every `seconds` and once at `start`; subclasses implement `reload`.
+    """Runs `reload` every `seconds` on `scheduler` and once at `start`; subclasses implement `reload`.
 
-    `options` are the jobs' own (a `misfire_grace_time`, say). On a shared
-    `scheduler` that is started already, `start` only adds the first read."""
+    `options` are the jobs' own (a `misfire_grace_time`, say)."""
 
-    def __init__(self, job: str, seconds: float, log: logging.Logger, what: str,
-                 scheduler: BackgroundScheduler | None = None, **options):
+    def __init__(self, job: str, seconds: float, log: logging.Logger, what: str, scheduler: BackgroundScheduler,
+                 **options):
         self.job, self.log, self.what, self.options = job, log, what, options
-        self.own = scheduler is None
-        self.scheduler = new_scheduler() if scheduler is None else scheduler
-        self.scheduler.add_job(self.refresh, "interval", seconds=seconds, id=job, **options)
+        self.scheduler = scheduler
+        self.lock = threading.Lock()  # one read at a time, whichever thread asks
+        scheduler.add_job(self.refresh, "interval", seconds=seconds, id=job, **options)
 
     def start(self):
-        if self.own:
-            self.scheduler.start()
-        self.scheduler.add_job(self.refresh, id=f"{self.job}-now", **self.options)  # once, at start
+        """The first read, once the scheduler runs."""
+        self.scheduler.add_job(self.refresh, id=f"{self.job}-now", **self.options)
         return self
-
-    def stop(self) -> None:
-        if self.own:
-            self.scheduler.shutdown(wait=False)
 
     def refresh(self) -> None:
         """One read; a failure is logged and the last figures stay."""
-        try:
-            self.reload()
-        except StoreError as exc:
-            self.log.warning(f"cannot read {self.what}", extra={"error": str(exc)})
-        except Exception:
-            self.log.exception(f"reading {self.what} failed")
+        with self.lock:
+            try:
+                self.reload()
+            except StoreError as exc:
+                self.log.warning(f"cannot read {self.what}", extra={"error": str(exc)})
+            except Exception:
+                self.log.exception(f"reading {self.what} failed")
 
     def reload(self) -> None:
         raise NotImplementedError

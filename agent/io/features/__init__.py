@@ -5,28 +5,28 @@ repositories: the agent creates every feature's, the commands open the ones
 they read), builds each partition's core feature (`partition`: fresh, or
 rebuilt from its rows on a restore), turns what a checkpoint takes from the
 partitions into rows written in the checkpoint's transaction (`writes`),
-forgets a partition's rows when its topic was recreated (`forget`), renders
-its collectors, schedules its periodic refreshes on the agent's one scheduler
-and reads its own section of the settings. The agent (agent/service.py,
-agent/runner.py, agent/ownership.py) knows features only through this class.
+forgets a partition's rows when its topic was recreated (`forget`), gives
+what a checkpoint's restore needs (`restore_context`), sets up each new or
+restored state (`attach`), renders its collectors, schedules its periodic
+refreshes on the agent's one scheduler and reads its own section of the
+settings. The agent (agent/service.py, agent/runner.py, agent/ownership.py)
+knows features only through this class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from kafka import TopicPartition
 from prometheus_client.registry import Collector
 from sqlalchemy import MetaData, Table
 
-from agent.core.drift import Baseline
 from agent.core.feature import Feature as PartitionFeature
 from agent.core.feature import Pending
 from agent.core.state import PartitionState
-from agent.io.background.judgment import Weekly
 from agent.io.settings.agent import Settings
 from agent.io.store.database import Store
 
@@ -38,15 +38,8 @@ class Wiring:
     settings: Settings
     store: Store  # opened with every feature's tables
     scheduler: BackgroundScheduler  # the agent's one background scheduler, started after the features are built
-    weekly: Weekly | None = None  # the weekly judgment batch: a job (agent/jobs), which io may not import
-
-
-class Baselines(Protocol):
-    """The baseline every partition judges new terms against (agent/ownership.py), as a feature switches it."""
-
-    active: Baseline | None
-
-    def use_baseline(self, baseline: Baseline | None) -> None: ...
+    # Jobs (agent/jobs), which io may not import, by the name the feature that runs one looks it up by.
+    jobs: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 P = TypeVar("P", bound=Pending)  # its partition feature's outbox slot
@@ -70,7 +63,8 @@ class Feature(Generic[P]):
         return None
 
     def writes(self, group: str, held: Sequence[tuple[TopicPartition, P]]) -> list[Any]:
-        """Rows joined to the checkpoint of these partitions (`Store.save`'s `joined`), from their outbox slots."""
+        """Rows joined to the checkpoint of these partitions (`Store.save`'s `joined`), from their outbox slots
+        (never empty: called only for a feature with a partition part)."""
         return []
 
     def forget(self, group: str, tp: TopicPartition) -> list:
@@ -86,15 +80,16 @@ class Feature(Generic[P]):
     def prepare(self, state: PartitionState) -> None:
         """Before a partition's records of a poll are processed."""
 
-    def share(self, state: PartitionState, baseline: Baseline | None) -> None:
-        """The baseline every partition judges against is now `baseline`."""
+    def restore_context(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Keyword arguments `PartitionState.from_dict` needs for this checkpointed state (`data`, not yet
+        upgraded); `StoreError` when the store cannot be read (the agent then stops, and restarts)."""
+        return {}
 
-    def baseline(self, version: str) -> Baseline | None:
-        """A stored baseline by version, for a checkpoint that names it; None: not this feature's to find."""
-        return None
+    def attach(self, state: PartitionState) -> None:
+        """Set up a partition's state, new or restored, before its first event."""
 
-    def publish(self, states: Sequence[PartitionState], now: float, baselines: Baselines) -> None:
-        """After the agent published a snapshot of `states` (on the consumer loop)."""
+    def publish(self, states: Sequence[PartitionState], now: float) -> None:
+        """After the agent published a snapshot of `states`, every partition it owns (on the consumer loop)."""
 
 
 def tables_of(features: Sequence[type[Feature[Any]]]) -> tuple[Callable[[MetaData], Table], ...]:
@@ -102,6 +97,9 @@ def tables_of(features: Sequence[type[Feature[Any]]]) -> tuple[Callable[[MetaDat
 
 
 def built(features: Sequence[type[Feature[Any]]], wiring: Wiring) -> list[Feature[Any]]:
-    """The features the settings enable, in their order."""
+    """The features the settings enable, in their order; two of one name raise ValueError."""
+    names = [feature.name for feature in features]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two features of one name: {names}")
     return [feature(wiring) for feature in features if feature.enabled(wiring.settings)]
 

@@ -23,7 +23,7 @@ class ScoreCalibrations(Feature):
     def __init__(self, wiring: Wiring):
         section = wiring.settings.judgment.calibration
         self.watch = CalibrationWatch(Calibrations(wiring.store), serving_rule(section), section.refresh_seconds,
-                                      wiring.scheduler)
+                                      scheduler=wiring.scheduler)
 
     def start(self) -> None:
         self.watch.start()

@@ -1,19 +1,25 @@
 """The drift days' io side: their tables, the day deltas added in each checkpoint, the stored
 baselines, the findings of the stored days and of the replica's sub-day windows
-(agent/io/background/drift.py)."""
+(agent/io/background/drift.py).
+
+It also holds the baseline every partition judges new terms and query
+clusters against (`active`): the newest stored one, switched to on the
+consumer loop, with its vocabulary shared by every partition (`shared`, by
+version), and found in the store by version for a checkpoint that names one.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from kafka import TopicPartition
 
 from agent.core.drift import Baseline
 from agent.core.drift.days import DriftDays, HeldDeltas, recent_windows
-from agent.core.state import PartitionState
+from agent.core.state import PartitionState, SharedVocabulary
 from agent.io.background.drift import RECENT_SECONDS, DriftCollector, DriftWatch
-from agent.io.features import Baselines, Feature, Wiring
+from agent.io.features import Feature, Wiring
 from agent.io.settings.agent import Settings
 from agent.io.settings.drift import drift_config
 from agent.io.store import drift
@@ -35,6 +41,8 @@ class Drift(Feature[HeldDeltas]):
         self.store = DriftStore(wiring.store)
         self.watch = DriftWatch(self.store, wiring.settings.kafka.group_id, scheduler=wiring.scheduler)
         self.next_recent = 0.0  # when the sub-day windows are evaluated next (time.time())
+        self.active: Baseline | None = None  # the baseline every partition judges against
+        self.shared: dict[str, SharedVocabulary] = {}  # version -> its vocabulary, one object for every partition
 
     def partition(self, group: str, tp: TopicPartition, restore: bool) -> DriftDays:
         return self.config.partition()  # only deltas are held: a restored partition starts with none
@@ -48,25 +56,45 @@ class Drift(Feature[HeldDeltas]):
     def start(self) -> None:
         self.watch.start()
 
-    def share(self, state: PartitionState, baseline: Baseline | None) -> None:
-        self.days(state).queries = None if baseline is None else baseline.queries
+    def restore_context(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The shared vocabularies a checkpoint may name: the ones in use, and the one it names from the
+        store. A stored document that does not read back counts as missing (the restore then says so);
+        a store that cannot be read raises `StoreError`."""
+        version = data.get("baseline") if isinstance(data, dict) else None
+        if isinstance(version, str) and version not in self.shared:
+            try:
+                found = self.store.load_baseline(version=version)
+            except ValueError:
+                found = None
+            if found is not None and found.queries is not None:
+                self.shared[version] = SharedVocabulary(version, found.queries.vocabulary)
+        return {"baselines": self.shared}
 
-    def baseline(self, version: str) -> Baseline | None:
-        try:
-            return self.store.load_baseline(version=version)
-        except ValueError:  # a stored document that does not read back: the state's restore says it is missing
-            return None
+    def attach(self, state: PartitionState) -> None:
+        """Judge the state's new terms and query clusters against the active baseline."""
+        active = self.active
+        queries = None if active is None else active.queries
+        state.baseline = None if active is None or queries is None else self.shared[active.version]
+        self.days(state).queries = queries
 
-    def publish(self, states: Sequence[PartitionState], now: float, baselines: Baselines) -> None:
+    def use(self, baseline: Baseline | None, states: Sequence[PartitionState]) -> None:
+        """Judge every partition (`states`, and those attached later) against `baseline` from now on."""
+        if baseline is not None and baseline.queries is not None and baseline.version not in self.shared:
+            self.shared[baseline.version] = SharedVocabulary(baseline.version, baseline.queries.vocabulary)
+        self.active = baseline
+        for state in states:
+            self.attach(state)
+
+    def publish(self, states: Sequence[PartitionState], now: float) -> None:
         """Every `RECENT_SECONDS`: switch the partitions to the newest stored baseline, and judge the
         replica's sub-day windows against it."""
         if now < self.next_recent:
             return
-        watched, active = self.watch.baseline, baselines.active
+        watched, active = self.watch.baseline, self.active
         if (watched and watched.version) != (active and active.version):
-            baselines.use_baseline(watched)
+            self.use(watched, states)
         if watched is not None:  # nothing to judge against otherwise
-            self.watch.judge_recent(recent_windows([self.days(s) for s in states], now))
+            self.watch.judge_recent(recent_windows([self.days(s) for s in states], now), watched)
         self.next_recent = now + RECENT_SECONDS
 
     def days(self, state: PartitionState) -> DriftDays:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from kafka import TopicPartition
 
 from agent.core.judging import JudgmentIntake, QueueRows
-from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
+from agent.io.background.judgment import WEEKLY, JudgmentCollector, JudgmentJobs
 from agent.io.features import Feature, Wiring
 from agent.io.settings.agent import Settings
 from agent.io.settings.judgment import judging_config
@@ -31,8 +31,8 @@ class Judgment(Feature[QueueRows]):
         assert config is not None  # built only when enabled
         self.config = config
         self.queue = Queue(wiring.store)
-        self.jobs = JudgmentJobs(settings, self.queue, Qrels(wiring.store), settings.metrics.top_n, wiring.weekly,
-                                 wiring.scheduler)
+        self.jobs = JudgmentJobs(settings, self.queue, Qrels(wiring.store), settings.metrics.top_n,
+                                 scheduler=wiring.scheduler, weekly=wiring.jobs.get(WEEKLY))
 
     def partition(self, group: str, tp: TopicPartition, restore: bool) -> JudgmentIntake:
         """A restored partition offers its stored candidates back to a fresh sampler (agent/core/judging.py)."""
