@@ -1,0 +1,59 @@
+"""The agent loop, its partitions and the core state know features only through their protocols:
+no name of a feature, nor of what only one feature uses, appears in their code (docstrings aside)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FEATURE_WORDS = re.compile(r"judg|(?<!rag)drift|calibrat|weekly|baseline|vocabular|sampl|incident", re.IGNORECASE)
+# The shared context every feature reads is the state's: the baseline's vocabulary and the calibrations in force.
+SHARED_CONTEXT = re.compile(r"judg|(?<!rag)drift|weekly|sampl|incident", re.IGNORECASE)
+COMPOSITION = {"FEATURES", "JOBS"}  # agent/service.py's lists: the one place features are named
+
+
+def words(path: Path) -> set[str]:
+    """Identifiers, attributes, imported names and string constants, docstrings and the composition lists aside."""
+    tree = ast.parse(path.read_text())
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            skipped.add(id(body[0].value))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in COMPOSITION for t in node.targets):
+            skipped.update(id(n) for n in ast.walk(node))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("agent.io.features.", "agent.jobs.",
+                                                                                 "agent.io.background.")):
+            skipped.update(id(n) for n in ast.walk(node))
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.name)
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            found.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.add(node.value)
+    return found
+
+
+@pytest.mark.parametrize("module, forbidden", [
+    ("agent/ownership.py", FEATURE_WORDS),
+    ("agent/runner.py", FEATURE_WORDS),
+    ("agent/service.py", FEATURE_WORDS),
+    ("agent/core/state.py", SHARED_CONTEXT),
+])
+def test_no_feature_is_named_outside_its_modules(module, forbidden):
+    assert sorted(w for w in words(ROOT / module) if forbidden.search(w)) == []
