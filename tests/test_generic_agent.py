@@ -1,5 +1,6 @@
 """The agent loop, its partitions and the core state know features only through their protocols:
-no name of a feature, nor of what only one feature uses, appears in their code (docstrings aside)."""
+no name of a feature, nor of what only one feature uses, appears in their code (docstrings aside);
+and features are told apart by name."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+
+from agent.io.features import Wiring, built
+from agent.io.features.drift import Drift
+from agent.io.settings.agent import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 FEATURE_WORDS = re.compile(r"judg|(?<!rag)drift|calibrat|weekly|baseline|vocabular|sampl|incident", re.IGNORECASE)
@@ -57,3 +62,8 @@ def words(path: Path) -> set[str]:
 ])
 def test_no_feature_is_named_outside_its_modules(module, forbidden):
     assert sorted(w for w in words(ROOT / module) if forbidden.search(w)) == []
+
+
+def test_two_io_features_of_one_name_are_refused():
+    with pytest.raises(ValueError):
+        built([Drift, Drift], Wiring(Settings(), None, None))  # refused before either is built
