@@ -13,8 +13,8 @@ from agent.core.config import CoreConfig
 from agent.core.drift import freeze
 from agent.core.drift.days import DriftConfig
 from agent.core.state import PartitionState
-from agent.io.features import Wiring
 from agent.io.background.periodic import new_scheduler
+from agent.io.features import Wiring
 from agent.io.features.drift import Drift
 from agent.io.settings.agent import Settings
 from agent.io.store.database import Store
