@@ -83,7 +83,7 @@ class QueueRows:
 class JudgmentIntake(KeptAsRows):
     """The judgment queue of one partition (a `Feature`)."""
 
-    __slots__ = ("config", "sampler", "incidents", "_restored", "_weeks", "_current")
+    __slots__ = ("config", "sampler", "incidents", "_restored", "_weeks", "_current", "_watermark_day")
     name = "judging"
 
     def __init__(self, config: JudgingConfig, kept: Iterable[Candidate] = ()):
@@ -107,6 +107,7 @@ class JudgmentIntake(KeptAsRows):
         self.incidents: list[Incident] = []
         self._weeks: dict[int, str] = {}  # day number -> ISO week, memoized
         self._current: str | None = None  # the week the sampler was last advanced to
+        self._watermark_day: int | None = None  # the day of the watermark when `_current` was last checked
 
     def observe(self, facts: Facts, ctx: Context) -> None:
         """Assess one event, offer it to the sampler, and queue its incident if any. Its stratum's
@@ -116,14 +117,18 @@ class JudgmentIntake(KeptAsRows):
             self.incidents.append(incident)
         watermark = ctx.watermark
         if watermark is not None:
-            now = self._week(watermark)
-            if now != self._current:
-                self.sampler.advance(now)
-                self._current = now
+            day = int(watermark // DAY)
+            if day != self._watermark_day:  # the week can only change with the day
+                self._watermark_day = day
+                now = self._week(day)
+                if now != self._current:
+                    self.sampler.advance(now)
+                    self._current = now
         config, sampler = self.config, self.sampler
         event = facts.event
         event_id = event.event_id
-        week = self._week(facts.ts)
+        day = int(facts.ts // DAY)
+        week = self._weeks.get(day) or self._week(day)
         u = uniform(event_id, week, config.salt)
         stratum = stratum_key(ctx.app, event.query.type)
         # Most events cannot enter a full reservoir: tell those apart before
@@ -156,14 +161,13 @@ class JudgmentIntake(KeptAsRows):
         """Security incidents wait in memory until a checkpoint: many of them call for one now."""
         return len(self.incidents) + len(held.incidents) >= FLUSH_INCIDENTS
 
-    def _week(self, ts: float) -> str:
-        """The ISO week of `ts`, memoized by day."""
-        day = int(ts // DAY)
+    def _week(self, day: int) -> str:
+        """The ISO week of a day (days since the epoch), memoized."""
         week = self._weeks.get(day)
         if week is None:
             if len(self._weeks) >= 64:
                 self._weeks.clear()
-            week = self._weeks[day] = iso_week(ts)
+            week = self._weeks[day] = iso_week(day * DAY)
         return week
 
 

@@ -153,10 +153,12 @@ class Sampler:
         """False only when `offer` would surely refuse a candidate with this
         key: its reservoir is full of larger keys. Lets the caller skip
         building the candidate, which most events never need."""
-        reservoir = self._weeks.get(week, {}).get(stratum)
-        if reservoir is None or len(reservoir.heap) < reservoir.capacity:
+        strata = self._weeks.get(week)
+        reservoir = None if strata is None else strata.get(stratum)
+        if reservoir is None:
             return True
-        return key > reservoir.heap[0] or key[1] in reservoir.items
+        heap = reservoir.heap
+        return len(heap) < reservoir.capacity or key > heap[0] or key[1] in reservoir.items
 
     def _full(self, strata: dict[str, _Reservoir]) -> bool:
         """Whether a week holds `max_strata` risk strata (other and uniform aside)."""
