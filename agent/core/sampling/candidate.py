@@ -97,6 +97,12 @@ def candidate(facts: Facts, stratum: str, w: float, week: str, u: float, signals
     event = facts.event
     query = event.query
     cited = facts.citations
+    if cited is None:  # a list, then a tuple: cheaper than a tuple of a generator
+        results = [ResultRef(r.chunk_id, r.parent_id, r.source, r.rank, r.score, age)
+                   for r, age in zip(facts.admitted, facts.admitted_ages)]
+    else:
+        results = [ResultRef(r.chunk_id, r.parent_id, r.source, r.rank, r.score, age, c)
+                   for r, age, c in zip(facts.admitted, facts.admitted_ages, cited)]
     return Candidate(
         event_id=event.event_id,
         ts=facts.ts,
@@ -108,10 +114,7 @@ def candidate(facts: Facts, stratum: str, w: float, week: str, u: float, signals
         language=query.language.lower() if query.language else UNKNOWN,
         cutoff_k=event.cutoff_k,
         pipeline_version=event.pipeline.version if event.pipeline is not None else None,
-        results=tuple(
-            ResultRef(r.chunk_id, r.parent_id, r.source, r.rank, r.score, age, None if cited is None else cited[i])
-            for i, (r, age) in enumerate(zip(facts.admitted, facts.admitted_ages))
-        ),
+        results=tuple(results),
         w=w,
         u=u,
         priority=w / u,
