@@ -112,7 +112,7 @@ class JudgmentIntake(KeptAsRows):
     def observe(self, facts: Facts, ctx: Context) -> None:
         """Assess one event, offer it to the sampler, and queue its incident if any. Its stratum's
         app is `ctx.app`, the event's app as the bounded label set names it."""
-        if facts.unauthorized or facts.unauthorized_risk:  # `incident_of`'s test, without a call for every event
+        if facts.unauthorized or facts.unauthorized_risk:  # an incident
             self.incidents.append(incident_of(facts))
         watermark = ctx.watermark
         if watermark is not None:

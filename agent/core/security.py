@@ -31,10 +31,9 @@ class Incident:
         return asdict(self)
 
 
-def incident_of(facts: Facts) -> Incident | None:
-    """The event's incident, or None when every result was authorized."""
-    if not facts.unauthorized and not facts.unauthorized_risk:
-        return None
+def incident_of(facts: Facts) -> Incident:
+    """The incident of an event with `facts.unauthorized` or `facts.unauthorized_risk` (the caller
+    tests them inline: that test runs for every event, and most are no incident)."""
     event = facts.event
     admitted = {id(r) for r in facts.admitted}
     return Incident(

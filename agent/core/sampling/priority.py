@@ -56,7 +56,8 @@ def shift_week(week: str, weeks: int) -> str:
 
 def _unit(digest: bytes) -> float:
     """53 bits of an 8-byte digest as a float in (0, 1]: (x + 1) / 2**53, never 0."""
-    return ((_U64(digest)[0] >> (64 - _BITS)) + 1) / _SCALE
+    x: int = _U64(digest)[0]
+    return ((x >> (64 - _BITS)) + 1) / _SCALE
 
 
 def uniform(event_id: str, week: str, salt: str = "") -> float:
