@@ -22,6 +22,7 @@ from agent.io.settings.agent import Settings
 from agent.io.store.database import Checkpoint, Store, StoreError
 from agent.ownership import Ownership
 from agent.synth import generate
+from tests.core.test_feature import Added
 from tests.generated_days import generated_days
 
 pytestmark = pytest.mark.broker
@@ -67,12 +68,6 @@ def test_a_store_that_cannot_read_the_named_baseline_stops_the_restore_and_keeps
         assert parts.resets == 0 and tp not in parts.owned
         kept = store.load(group, tp.topic, tp.partition)
         assert kept is not None and kept.next_offset == 50 and kept.state["baseline"] == baseline.version
-
-
-class Added(dict):
-    def absorb(self, taken: dict) -> None:
-        for app, n in taken.items():
-            self[app] = self.get(app, 0) + n
 
 
 class PerApp(KeptAsRows):

@@ -112,8 +112,9 @@ class JudgmentIntake(KeptAsRows):
     def observe(self, facts: Facts, ctx: Context) -> None:
         """Assess one event, offer it to the sampler, and queue its incident if any. Its stratum's
         app is `ctx.app`, the event's app as the bounded label set names it."""
-        if facts.unauthorized or facts.unauthorized_risk:  # an incident
-            self.incidents.append(incident_of(facts))
+        incident = incident_of(facts)
+        if incident is not None:
+            self.incidents.append(incident)
         watermark = ctx.watermark
         if watermark is not None:
             day = int(watermark // DAY)

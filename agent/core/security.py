@@ -31,9 +31,10 @@ class Incident:
         return asdict(self)
 
 
-def incident_of(facts: Facts) -> Incident:
-    """The incident of an event with `facts.unauthorized` or `facts.unauthorized_risk` (the caller
-    tests them inline: that test runs for every event, and most are no incident)."""
+def incident_of(facts: Facts) -> Incident | None:
+    """The event's incident: one with an unauthorized result, or with the risk of one; None otherwise."""
+    if not (facts.unauthorized or facts.unauthorized_risk):
+        return None
     event = facts.event
     admitted = {id(r) for r in facts.admitted}
     return Incident(

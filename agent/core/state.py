@@ -51,6 +51,8 @@ class SharedVocabulary:
 
 
 class PartitionState:
+    """A partition's shared context and its features, the metric families first."""
+
     __slots__ = ("config", "context", "features", "labels", "metrics", "observers", "vocabulary")
 
     def __init__(self, config: CoreConfig, baseline: SharedVocabulary | None = None,
@@ -73,6 +75,8 @@ class PartitionState:
         for feature in (self.metrics, *features, *made.values()):
             if feature.name in self.features:
                 raise ValueError(f"two features named {feature.name!r}")
+            if feature is not self.metrics and feature.name in RESERVED:
+                raise ValueError(f"a feature may not be named {feature.name!r}: the state's own name")
             self.features[feature.name] = feature
         self.observers = tuple(f.observe for f in self.features.values())
 
@@ -179,6 +183,11 @@ class PartitionState:
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"damaged state: {exc!r}") from None
         return state
+
+
+# Names a feature may not take: the checkpoint's own keys, and the state's attributes (a feature is
+# reachable as `state.<name>`, and its section is stored under its name beside the shared keys).
+RESERVED = frozenset({"version", *(name for name in dir(PartitionState) if not name.startswith("_"))})
 
 
 def sums(config: CoreConfig, states: Iterable[PartitionState], now: float) -> dict[str, Tally]:

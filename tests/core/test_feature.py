@@ -108,3 +108,12 @@ def test_two_features_of_one_name_are_refused():
     clash.name = "windows"  # the metric families' name
     with pytest.raises(ValueError):
         PartitionState(CoreConfig(), features=[clash])
+
+
+@pytest.mark.parametrize("name", ["version", "labels", "vocabulary", "windows", "metrics", "to_dict"])
+def test_a_feature_may_not_take_a_name_of_the_state_s_own(name):
+    """Its section would overwrite a key of the checkpoint, or `state.<name>` would not reach it."""
+    feature = PerVersion()
+    feature.name = name
+    with pytest.raises(ValueError, match=r"may not be named|two features"):
+        PartitionState(CoreConfig(), features=[feature])

@@ -54,23 +54,38 @@ def test_start_reads_once_without_waiting_for_the_interval():
     assert reader.figures == 7
 
 
+class AskedLock:
+    """The reader's lock, telling when a thread asks for it."""
+
+    def __init__(self):
+        self.lock, self.asked = threading.Lock(), threading.Semaphore(0)
+
+    def __enter__(self):
+        self.asked.release()
+        self.lock.acquire()
+
+    def __exit__(self, *_):
+        self.lock.release()
+
+
 class Overlap(Periodic):
-    """A read that waits (a while at most) for a second one to start beside it."""
+    """A read that holds on until it is released, counting the reads inside at once."""
 
     def __init__(self):
         super().__init__("test-overlap", 3600, logging.getLogger("ragdrift.test"), "the test figures", new_scheduler())
+        self.lock = AskedLock()
         self.inside = 0
         self.most = 0
-        self.first_in, self.second_in = threading.Event(), threading.Event()
+        self.reads = 0
+        self.entered, self.release = threading.Event(), threading.Event()
 
     def reload(self) -> None:
         self.inside += 1
         self.most = max(self.most, self.inside)
-        if self.first_in.is_set():
-            self.second_in.set()
-        else:
-            self.first_in.set()
-            self.second_in.wait(2)  # with reads serialized, the second starts only after this one
+        self.reads += 1
+        if self.reads == 1:
+            self.entered.set()
+            assert self.release.wait(10)
         self.inside -= 1
 
 
@@ -78,10 +93,15 @@ def test_reads_asked_for_from_two_threads_take_turns():
     reader = Overlap()  # the interval's read, and the weekly batch's refresh on another thread
     first = threading.Thread(target=reader.refresh)
     first.start()
-    assert reader.first_in.wait(10)
-    reader.refresh()
+    assert reader.lock.asked.acquire(timeout=10) and reader.entered.wait(10)  # the first read holds the lock ...
+    second = threading.Thread(target=reader.refresh)
+    second.start()
+    assert reader.lock.asked.acquire(timeout=10)  # ... and the second asked while the first may hold it
+    assert reader.reads == 1  # the first is inside (it waits for `release`), the second waits for the lock
+    reader.release.set()
     first.join(10)
-    assert reader.second_in.is_set() and reader.most == 1
+    second.join(10)
+    assert reader.reads == 2 and reader.most == 1
 
 
 def test_reload_is_the_subclass_s():

@@ -155,7 +155,7 @@ def assess(facts: Facts, new_terms: int, config: RiskConfig, reference: RiskRefe
         top1_low = reference.top1_low.get(app, top1_low)
         gap_small = reference.gap_small.get(app, gap_small)
     fired = []
-    if not event.results:
+    if facts.zero:
         fired.append(ZERO_RESULT)
     x = facts.top1
     if top1_low is not None and x is not None and x < top1_low:
