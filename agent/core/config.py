@@ -18,6 +18,8 @@ DEFAULT_BUCKETS: dict[str, tuple[float, ...]] = {
 }
 
 LABEL_DIMENSIONS = ("app", "source", "filter", "query_type", "language")
+# A label only when `CoreConfig.by_pipeline_version` is on, bounded by `max_pipeline_versions`.
+PIPELINE_VERSION = "pipeline_version"
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class CoreConfig:
     # Per dimension: a fixed list of allowed values, or None for "first N seen".
     label_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
     max_label_values: int = 200
+    # Split every family with an app label by the event's pipeline version (agent/core/pipelines.py).
+    by_pipeline_version: bool = False
+    max_pipeline_versions: int = 4  # learned versions beyond these fold into `other`
     buckets: dict[str, tuple[float, ...]] = field(default_factory=dict)
     score_buckets_by_app: dict[str, tuple[float, ...]] = field(default_factory=dict)
     vocabulary_bits: int = 1 << 20
@@ -51,7 +56,9 @@ class CoreConfig:
             raise ValueError("max_future_seconds must be >= 0")
         if self.max_label_values < 1:
             raise ValueError("max_label_values must be >= 1")
-        unknown = set(self.label_values) - set(LABEL_DIMENSIONS)
+        if self.max_pipeline_versions < 1:
+            raise ValueError("max_pipeline_versions must be >= 1")
+        unknown = set(self.label_values) - {*LABEL_DIMENSIONS, PIPELINE_VERSION}
         if unknown:
             raise ValueError(f"unknown label dimensions: {sorted(unknown)}")
         merged = {**DEFAULT_BUCKETS, **self.buckets}

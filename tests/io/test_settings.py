@@ -450,6 +450,7 @@ def test_window_checks(tmp_path, text, word):
     ("windows: {vocabulary_bits: 0}\n", "windows.vocabulary_bits"),
     ("windows: {vocabulary_bits: -8}\n", "windows.vocabulary_bits"),
     ("windows: {vocabulary_hashes: 0}\n", "windows.vocabulary_hashes"),
+    ("windows: {max_pipeline_versions: 0}\n", "windows.max_pipeline_versions"),
 ])
 def test_numeric_ranges_name_the_dotted_key(tmp_path, text, key):
     # Caught at start-up (and by check-config), not later inside a Kafka callback.
@@ -514,6 +515,34 @@ def test_core_maps_buckets_windows_and_labels(tmp_path):
     assert core.buckets_for("score", "docs-search").labels[-1] == "+Inf"
     # Only the score buckets are configured: the other bucket sets keep their defaults.
     assert core.buckets_for("gap", "any-app").bounds == DEFAULT_BUCKETS["gap"]
+
+
+def test_core_maps_the_pipeline_version_split(tmp_path):
+    core = load(write(tmp_path, """\
+        windows:
+          by_pipeline_version: true
+          max_pipeline_versions: 2
+          labels: {pipeline_version: [v1.4, v1.5-canary]}
+        """), environ={}).core()
+    assert core.by_pipeline_version and core.max_pipeline_versions == 2
+    assert core.label_values == {"pipeline_version": ("v1.4", "v1.5-canary")}
+    assert not Settings().core().by_pipeline_version  # off unless asked for
+    assert load(environ={"RAGDRIFT_WINDOWS__BY_PIPELINE_VERSION": "true"}).windows.by_pipeline_version
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("windows: {labels: {pipeline_version: [v1, v1]}}\n", "windows.labels.pipeline_version: lists a version twice"),
+    ("windows: {labels: {pipeline_version: [v1, none]}}\n", "windows.labels.pipeline_version[1]: 'none' is"),
+    ("windows: {labels: {pipeline_version: [other]}}\n", "windows.labels.pipeline_version[0]: 'other' is"),
+    ("windows: {labels: {pipeline_version: ['']}}\n", "windows.labels.pipeline_version[0]: must be"),
+    ("windows: {labels: {pipeline_version: [\"v\\x01\"]}}\n", "windows.labels.pipeline_version[0]: must be"),
+    ("windows: {labels: {pipeline_version: [1.5]}}\n", "windows.labels.pipeline_version[0]: expected str"),
+    ("windows: {by_pipeline_version: yes-please}\n", "windows.by_pipeline_version: expected bool"),
+    ("windows: {labels: {version: [v1]}}\n", "windows.labels.version: unknown label dimension"),
+])
+def test_pipeline_version_checks(tmp_path, text, key):
+    message = error(tmp_path, text)
+    assert message.startswith(key), message
 
 
 def test_core_per_app_buckets_without_a_default(tmp_path):

@@ -24,7 +24,9 @@ from typing import Any
 
 import yaml
 
-from agent.core.config import LABEL_DIMENSIONS, CoreConfig
+from agent.core.config import LABEL_DIMENSIONS, PIPELINE_VERSION, CoreConfig
+from agent.core.labels import OTHER
+from agent.core.pipelines import NO_VERSION
 from agent.io.kafka.options import CONFLUENT, KAFKA_PYTHON, LIBRARIES, check_options
 from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_name
 from agent.io.settings import checks
@@ -98,6 +100,9 @@ class WindowSettings:
     max_future_seconds: int = 3600
     max_label_values: int = 200
     labels: dict[str, list[str]] = field(default_factory=dict)
+    # A `pipeline_version` label on every family with an app label (off: the output is as without it).
+    by_pipeline_version: bool = False
+    max_pipeline_versions: int = 4
     vocabulary_bits: int = 1 << 20
     vocabulary_hashes: int = 7
 
@@ -144,6 +149,8 @@ class Settings:
             max_future_seconds=w.max_future_seconds,
             label_values={k: tuple(v) for k, v in w.labels.items()},
             max_label_values=w.max_label_values,
+            by_pipeline_version=w.by_pipeline_version,
+            max_pipeline_versions=w.max_pipeline_versions,
             buckets=buckets,
             score_buckets_by_app=by_app,
             vocabulary_bits=w.vocabulary_bits,
@@ -332,8 +339,17 @@ def _check(s: Settings) -> None:
     need(s.windows.vocabulary_bits >= 8 and s.windows.vocabulary_bits % 8 == 0, "windows.vocabulary_bits",
          "must be a positive multiple of 8")
     need(s.windows.vocabulary_hashes >= 1, "windows.vocabulary_hashes", "must be >= 1")
+    need(s.windows.max_pipeline_versions >= 1, "windows.max_pipeline_versions", "must be >= 1")
+    known = (*LABEL_DIMENSIONS, PIPELINE_VERSION)
     for dim in s.windows.labels:
-        need(dim in LABEL_DIMENSIONS, f"windows.labels.{dim}", f"unknown label dimension (known: {', '.join(LABEL_DIMENSIONS)})")
+        need(dim in known, f"windows.labels.{dim}", f"unknown label dimension (known: {', '.join(known)})")
+    versions = s.windows.labels.get(PIPELINE_VERSION, [])
+    for i, version in enumerate(versions):
+        need(checks.short_text(version), f"windows.labels.{PIPELINE_VERSION}[{i}]",
+             "must be a pipeline version as events send it (1-128 characters, no control characters)")
+        need(version not in (NO_VERSION, OTHER), f"windows.labels.{PIPELINE_VERSION}[{i}]",
+             f"{version!r} is the label of events without a version or beyond the list")
+    need(len(set(versions)) == len(versions), f"windows.labels.{PIPELINE_VERSION}", "lists a version twice")
     for app, bounds in s.metrics.score_buckets.items():
         need(bounds == sorted(set(bounds)), f"metrics.score_buckets.{app}", "bounds must be strictly increasing")
     try:

@@ -13,8 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent.core.rules import TEXT_CHARS
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")  # Kafka's legal topic names
+_SHORT_TEXT = re.compile(TEXT_CHARS + r"{1,128}\Z")  # an event's short text field (agent/core/model.py)
 
 
 def path(value: str | None) -> bool:
@@ -40,6 +43,11 @@ def env_name(value: str) -> bool:
 
 def topic(value: str) -> bool:
     return bool(_TOPIC.match(value)) and value not in (".", "..")
+
+
+def short_text(value: str) -> bool:
+    """A value an event's short text field may hold (a pipeline version, say)."""
+    return bool(_SHORT_TEXT.match(value))
 
 
 def whole(value: float) -> bool:
