@@ -28,7 +28,7 @@ from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.facts import Facts, facts_of
 from agent.core.feature import Configuration, Context, Feature
 from agent.core.labels import LabelSet
-from agent.core.metrics import MetricFamilies
+from agent.core.metrics import MetricFamilies, metric_families
 from agent.core.model import Event
 from agent.core.tally import Tally, total
 from agent.core.vocabulary import Vocabulary
@@ -67,7 +67,7 @@ class PartitionState:
             dim: LabelSet(config.max_label_values, config.label_values.get(dim)) for dim in LABEL_DIMENSIONS
         }
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
-        self.metrics = MetricFamilies(config, self.labels)
+        self.metrics: MetricFamilies = metric_families(config, self.labels)
         made = {name: c.partition() for name, c in configs.items() if c is not None}
         if any(f.name != name for name, f in made.items()):
             raise TypeError(f"a configuration not given by its feature's name: {sorted(made)}")
