@@ -46,7 +46,6 @@ _SUFFIXES = ("_bucket", "_sum", "_count")
 
 Shown = Mapping[str, frozenset[str]]  # label dimension -> values with their own series
 Labels = Mapping[str, tuple[str, ...]]  # family name -> its labels as its keys carry them (CoreConfig.labels_of)
-UNSPLIT: Labels = {f.name: f.labels for f in FAMILIES}
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ class Snapshot:
     unreachable_seconds: float = 0.0
 
 
-def shown_values(volume: Tally, shown: Shown, top_n: int, labels: Labels = UNSPLIT) -> dict[str, frozenset[str]]:
+def shown_values(volume: Tally, shown: Shown, top_n: int, labels: Labels) -> dict[str, frozenset[str]]:
     """The values each dimension shows: those shown before (sticky, so a counter
     series never moves into `other` and back, which would read as a reset),
     then the largest by volume until there are `top_n`."""
@@ -131,7 +130,7 @@ def shown_values(volume: Tally, shown: Shown, top_n: int, labels: Labels = UNSPL
     return out
 
 
-def fold(tally: Tally, shown: Shown, labels: Labels = UNSPLIT) -> Tally:
+def fold(tally: Tally, shown: Shown, labels: Labels) -> Tally:
     """Each label value not shown becomes `other`; what it counted is kept there."""
     out: Tally = {}
     for key, value in tally.items():
@@ -186,6 +185,7 @@ class Exposition:
         self.top_n = top_n
         self.shown: dict[str, frozenset[str]] = {}
         self.labels: Labels = {f.name: config.labels_of(f) for f in FAMILIES}
+        self.unsplit: Labels = {f.name: f.labels for f in FAMILIES}
 
     def snapshot(self, counters: Tally, windows: Mapping[str, Tally], now: float,
                  exemplars: Mapping[Key, tuple[str, float]] | None = None, health: Health = Health()) -> Snapshot:
@@ -203,7 +203,7 @@ class Exposition:
             # Per-app ratios over the apps shown (the rest as one `other`), so that every app-labelled
             # family shows at most top_n apps whatever each partition's label set kept; sources stay
             # unfolded, since concentration is computed over all of them; pipeline versions summed.
-            gauges=derived({name: fold(conform(tally, False), {"app": self.shown["app"]})
+            gauges=derived({name: fold(conform(tally, False), {"app": self.shown["app"]}, self.unsplit)
                             for name, tally in windows.items()}),
             exemplars={k: v for k, v in (exemplars or {}).items() if k[0] in EXEMPLAR_FAMILIES},
             leads=tuple(sorted({k[1:] for k in folded if k[0] == RETRIEVALS.name})),
