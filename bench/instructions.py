@@ -38,6 +38,7 @@ WORKLOADS = {
     "(switching the count)": "none",
     "orjson.loads (baseline)": "orjson",
     "decode + core": "core",
+    "  split by pipeline version": "split",
     "  + judgment queue": "judging",
     "  + drift days": "drift",
 }
@@ -50,7 +51,8 @@ def workload(name: str):
         return lambda line: None
     if name == "orjson":
         return orjson.loads
-    state = PartitionState(CoreConfig(), judging=JudgingConfig() if name in ("judging", "drift") else None,
+    state = PartitionState(CoreConfig(by_pipeline_version=name == "split"),
+                           judging=JudgingConfig() if name in ("judging", "drift") else None,
                            drift=DriftConfig() if name == "drift" else None)
 
     def process(line: bytes) -> None:
