@@ -9,18 +9,19 @@ fixed seed, so a figure does not depend on which figures came before it.
 The interval is Hesterberg's expanded percentile interval: the resampled
 means read at the tail whose normal quantile is Student's t quantile with
 n - 1 degrees of freedom (at 95 %: Phi(-t) = 0.020 instead of 0.025 at 30
-queries, 0.024 at 200, 0.003 at 5). A plain percentile interval is too narrow at a few
-dozen queries, as a normal interval is next to a t interval: its 95 % held
-the true difference of nDCG- or precision-like values over 30 queries about
-93 % of the time, the expanded one 95 % (tests/core/test_compare.py). The
-other half of Hesterberg's expansion, sqrt(n / (n - 1)), is already in the
-rescaled n - 1 draws. Judgment reports keep the plain percentile interval.
+queries, 0.024 at 200, 0.003 at 5). A plain percentile interval is too
+narrow at a few dozen queries, as a normal interval is next to a t
+interval: over 30 queries of nDCG- or precision-like values its 95 % held
+the true difference 93.6 % of the time, the expanded one 94.7 % (see
+docs/judgments.md). The other half of Hesterberg's expansion,
+sqrt(n / (n - 1)), is already in the rescaled n - 1 draws. Judgment reports
+keep the plain percentile interval.
 
 Material: a difference is material when it is larger than the baseline's own
 sampling spread over the same queries, m = max(min_margin, margin_factor x the
-half-width of the baseline mean's bootstrap interval). A slice of 40 queries
-thus needs a larger drop than all 400 before it counts, and a metric every
-query agrees on gets the floor instead of zero.
+half-width of the baseline mean's interval, an expanded one too). A slice of
+40 queries thus needs a larger drop than all 400 before it counts, and a
+metric every query agrees on gets the floor instead of zero.
 """
 
 from __future__ import annotations
