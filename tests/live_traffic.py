@@ -70,3 +70,6 @@ def lines(canary: str) -> list[bytes]:
         change = _slice if canary == "slice" else _noise(rng) if canary == "equivalent" else None
         out += [relabel(line, CANDIDATE, "c", change) for line in day_lines(day, incident)]
     return out
+
+
+FLOAT_SUMS = ("top1_score", "content_age_days", "source_concentration", "latency_seconds")  # summed in any order
