@@ -19,7 +19,7 @@ def render(report: dict, *, markdown: bool) -> str:
         f"{item}{name}: " + (found if isinstance(found, str) else f"{found['count']}" + (
             f" (e.g. {', '.join(found['sample'])})" if found["sample"] else ""))
         for name, found in sets.items() if name != "compared"]
-    columns = ("metric", "n", "a", "b", "delta", "low", "high", "margin", "outcome")
+    columns: tuple[str, ...] = ("metric", "n", "a", "b", "delta", "low", "high", "margin", "outcome")
     if "material" in report:  # the live gate: margins from the stable version's day-to-day variation
         lines += title("material (from the stable version's day-to-day variation)")
         lines += _table(("metric", "days", "day_sd", "threshold", "rule"), report["material"], markdown)

@@ -36,8 +36,8 @@ def event(i: int, version: str | None = "v1", query: str = "query-aaaa", results
     return orjson.dumps(doc)
 
 
-def fold(lines, config: LiveConfig = LiveConfig()) -> HeldRows:
-    counts = config.partition()
+def fold(lines, config: LiveConfig | None = None) -> HeldRows:
+    counts = (config or LiveConfig()).partition()
     for line in lines:
         counts.observe(facts_of(decode(line).event))
     held = counts.outbox()

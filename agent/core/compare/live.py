@@ -71,7 +71,7 @@ class LiveConfig:
 
 def empty_row(labels: bool = False) -> dict[str, Any]:
     """A day row (or with `labels` a query row) with nothing counted, as stored."""
-    row: dict[str, Any] = {name: 0 for name in COUNTS}
+    row: dict[str, Any] = dict.fromkeys(COUNTS, 0)
     row.update({name: [0.0, 0] for name in MEASURES})
     if labels:
         row.update(query_type=None, language=None)

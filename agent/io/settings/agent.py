@@ -29,8 +29,8 @@ from agent.io.kafka.options import CONFLUENT, KAFKA_PYTHON, LIBRARIES, check_opt
 from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_name
 from agent.io.settings import checks
 from agent.io.settings.drift import DriftSettings, check_drift
-from agent.io.settings.live_gate import LiveGateSettings, check_live_gate
 from agent.io.settings.judgment import JudgmentSettings, check_judgment
+from agent.io.settings.live_gate import LiveGateSettings, check_live_gate
 
 ENV_PREFIX = "RAGDRIFT_"
 
