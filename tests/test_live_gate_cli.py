@@ -12,10 +12,13 @@ import yaml
 
 from agent.core.compare.live import HeldRows, LiveConfig
 from agent.core.decoder import decode
+from agent.core.judgments.labels import Label
 from agent.core.facts import facts_of
 from agent.io.features import tables_of
 from agent.io.store.database import Checkpoint, Store
 from agent.io.store.live_gate import LiveGateStore
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import Queue
 from agent.service import FEATURES
 from tests import live_traffic as traffic
 from tests.test_cli import one_line_error, run
@@ -175,3 +178,51 @@ def test_unknown_settings_keys_and_mixed_modes_are_one_line_and_exit_2(tmp_path,
     assert status == 2 and "not QRELS RUN_A RUN_B K" in one_line_error(err)
     status, _, err = run(capsys, "compare", "--pipeline", "a")
     assert status == 2 and "or --live" in one_line_error(err)
+
+
+def judged_batch(tmp_path, url: str) -> None:
+    """A recorded batch with its key on disk and labels in the store: 20 items a day for three days per
+    version, both chunks relevant or neither; the stable version's precision 0.8, 0.75, 0.85 a day, the
+    candidate's 0.3."""
+    directory = tmp_path / "batch"
+    directory.mkdir()
+    key, labels = [], []
+    for version, relevant in ((traffic.STABLE, (16, 15, 17)), (traffic.CANDIDATE, (6, 6, 6))):
+        for day, good in enumerate(relevant):
+            for i in range(20):
+                item = f"2026-W45-{version}-{day}-{i:02d}"
+                chunks = [{"chunk": f"{item}-{j}", "chunk_id": f"doc-{j}", "parent_id": f"p{j}", "source": "kb",
+                           "rank": j, "score": 1.0 - j / 10} for j in (1, 2)]
+                key.append({"item": item, "app": "support-bot", "query_id": f"query-{day}-{i:02d}",
+                            "query_type": "lexical", "language": "en", "pipeline_version": version, "cutoff_k": 2,
+                            "ts": 1793613600.0 + day * 86400, "chunks": chunks})  # 2026-11-02T10:00Z on
+                labels += [Label("2026-W45", item, c["chunk"], "judge-1", 3 if i < good else 0) for c in chunks]
+    (directory / "key.jsonl").write_text("\n".join(json.dumps(row) for row in key) + "\n")
+    with Store(url, None, tables_of(FEATURES)) as store:
+        Queue(store).record_batch(GROUP, "2026-W45", "2026-W45", 0.0, len(key), str(directory))
+        Qrels(store).add(labels, "test")
+
+
+def test_judged_precision_is_compared_where_both_versions_were_judged(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/judged.db"
+    write(url, held("equivalent"))
+    judged_batch(tmp_path, url)
+    status, report = live(capsys, config(tmp_path, url))
+    precision = next(row for row in report["metrics"] if row["metric"] == "precision_at_k")
+    assert precision["gated"] and precision["outcome"] == "fail" and precision["interval"] == "paired"
+    assert (precision["a"], precision["b"], precision["n"]) == pytest.approx((0.8, 0.3, 60))
+    material = next(m for m in report["material"] if m["metric"] == "precision_at_k")
+    assert (material["days"], material["threshold"]) == (3, pytest.approx(0.075))  # the largest of 0, .075, .075
+    assert (status, report["verdict"]) == (1, "fail")
+    assert any(r.startswith("precision_at_k fell by 0.5000") for r in report["reasons"])
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"sample_rate": 0}, "live_gate.sample_rate: must be in (0, 1]"),
+    ({"stable": "a"}, "live_gate.stable: give stable and candidate together"),
+    ({"window_days": 10, "retention_days": 5}, "live_gate.retention_days: must be >= live_gate.window_days"),
+    ({"min_days": 2}, "live_gate.min_days: must be >= 3"),
+])
+def test_bad_settings_are_one_line_and_exit_2(tmp_path, capsys, section, message):
+    status, _, err = run(capsys, "check-config", config(tmp_path, f"sqlite:///{tmp_path}/x.db", **section))
+    assert status == 2 and message in one_line_error(err)

@@ -20,8 +20,6 @@ from datetime import date, timedelta
 from agent.cli.common import UsageError, open_store
 from agent.cli.run import settings_from
 
-JUDGED_WEEKS = 8  # judged batches read, newest first: one a week
-
 
 def run_live(args: argparse.Namespace) -> int:
     from agent.cli.compare_render import render
@@ -80,26 +78,12 @@ def _day(text: str, flag: str) -> str:
 
 
 def _judged(settings, first: str, last: str, app: str | None) -> tuple[list, str | None]:
-    """The judged items of the newest batches whose events fall in the window, and a note on any left out."""
-    from agent.core.compare.live_verdict import judged_queries
-    from agent.core.judgments.judged import judged
+    """The judged items in the window, and a note naming the batches left out (also on stderr)."""
+    from agent.io.background.live_gate import judged_in_window
     from agent.io.features.judgment import Judgment
-    from agent.io.files import batch_files
-    from agent.io.files.batch_files import ExportError
-    from agent.io.store.qrels import Qrels
-    from agent.io.store.queue import Queue
 
     with open_store(settings, Judgment.tables, write=False) as store:
-        queue, qrels = Queue(store), Qrels(store)
-        found, skipped = [], []
-        for row in queue.recent_batches(settings.kafka.group_id, JUDGED_WEEKS):
-            try:
-                key = batch_files.read_key(row["directory"])
-                items = judged(key, qrels.latest(row["batch_id"]))
-            except (ExportError, OSError, ValueError):
-                skipped.append(row["batch_id"])
-                continue
-            found += [q for q in judged_queries(items) if first <= q.day <= last and (app is None or q.app == app)]
+        found, skipped = judged_in_window(store, settings.kafka.group_id, first, last, app)
     if skipped:
         print(f"ragdrift: judged batches left out, their files unreadable: {', '.join(skipped)}", file=sys.stderr)
     return found, (f"batches left out: {', '.join(skipped)}" if skipped else None)

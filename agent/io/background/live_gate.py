@@ -4,7 +4,8 @@ Every `live_gate.refresh_seconds` (and once at start) a background job reads
 the stored day and query rows of the last `window_days` UTC days (today
 included, as checkpointed) and, per app, compares the configured versions
 (or the app's two with most traffic in the window, the larger one stable)
-with `live_compare`, the function `ragdrift compare --live` calls.
+with `live_compare`, the function `ragdrift compare --live` calls, over the
+same rows and the same judged items (`judged_in_window`).
 `LiveGateCollector` renders the last reports: a scrape never reads the store
 nor computes. Every replica reads the one store, so every replica exports the
 same figures (aggregate with `max`). An app with a single version in the
@@ -24,11 +25,24 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from agent.core.compare import FAILED, NOT_ENOUGH, PASSED
-from agent.core.compare.live_verdict import LiveThresholds, Stored, live_compare, versions_by_traffic
+from agent.core.compare.live_verdict import (
+    JudgedQuery,
+    LiveThresholds,
+    Stored,
+    judged_queries,
+    live_compare,
+    versions_by_traffic,
+)
+from agent.core.judgments.judged import judged
 from agent.io.background.periodic import Periodic
+from agent.io.files import batch_files
+from agent.io.files.batch_files import ExportError
 from agent.io.store.live_gate import LiveGateStore
+from agent.io.store.qrels import Qrels
+from agent.io.store.queue import Queue
 
 log = logging.getLogger("ragdrift.live_gate")
+JUDGED_WEEKS = 8  # judged batches read, newest first: one a week
 VERDICTS = {PASSED: "pass", FAILED: "fail", NOT_ENOUGH: "not_enough_data"}  # report's -> the label's
 
 
@@ -49,10 +63,30 @@ def window_of(now: float, days: int) -> tuple[str, str]:
     return (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
 
 
+def judged_in_window(store, group_id: str, first: str, last: str, app: str | None = None
+                     ) -> tuple[list[JudgedQuery], list[str]]:
+    """The judged items of the newest `JUDGED_WEEKS` batches whose events fall from `first` to `last`
+    (of one app or all), and the batches left out because their files cannot be read here (a batch
+    another replica wrote, or one archived). `store` holds the judgment queue's and the qrels' tables."""
+    queue, qrels = Queue(store), Qrels(store)
+    found: list[JudgedQuery] = []
+    skipped = []
+    for row in queue.recent_batches(group_id, JUDGED_WEEKS):
+        try:
+            items = judged(batch_files.read_key(row["directory"]), qrels.latest(row["batch_id"]))
+        except (ExportError, OSError, ValueError):
+            skipped.append(row["batch_id"])
+            continue
+        found += [q for q in judged_queries(items) if first <= q.day <= last and app in (None, q.app)]
+    return found, skipped
+
+
 def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate: LiveThresholds,
                versions: tuple[str, str] | None) -> list[Judged]:
-    """Each app's comparison over the stored rows from `first` to `last` (reads the store)."""
+    """Each app's comparison over the stored rows from `first` to `last` (reads the store and the
+    judged batches' files)."""
     days, queries = store.stored(group_id, first, last)
+    judged_rows, _ = judged_in_window(store.store, group_id, first, last)
     out = []
     for app in sorted({key[1] for key in days}):
         app_days = {k: v for k, v in days.items() if k[1] == app}
@@ -63,7 +97,8 @@ def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate:
             stable, candidate = seen[0][0], seen[1][0]
         else:
             continue
-        stored = Stored(app_days, {k: v for k, v in queries.items() if k[1] == app})
+        stored = Stored(app_days, {k: v for k, v in queries.items() if k[1] == app},
+                        [q for q in judged_rows if q.app == app])
         report = live_compare(stored, stable, candidate, gate, {"from": first, "to": last})
         totals = dict(seen)
         out.append(Judged(app, stable, candidate, {v: totals.get(v, 0) for v in (stable, candidate)}, report))
