@@ -12,8 +12,8 @@ import yaml
 
 from agent.core.compare.live import HeldRows, LiveConfig
 from agent.core.decoder import decode
-from agent.core.judgments.labels import Label
 from agent.core.facts import facts_of
+from agent.core.judgments.labels import Label
 from agent.io.features import tables_of
 from agent.io.store.database import Checkpoint, Store
 from agent.io.store.live_gate import LiveGateStore
