@@ -48,12 +48,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 from scipy.stats import binomtest
 
-from agent.core.compare.live import DayKey, QueryKey
+from agent.core.compare.live import MEASURES, DayKey, QueryKey
 from agent.core.compare.paired import (
     FAIL,
     INCONCLUSIVE,
@@ -123,8 +124,6 @@ class Stored:
 def judged_queries(items: Iterable[JudgedItem], policy: Policy = SEED) -> list[JudgedQuery]:
     """The figures of judged items at each one's cutoff (agent/core/judgments/metrics.py), with the
     version that served it (items without a version are left out)."""
-    from datetime import UTC, datetime
-
     out = []
     for item in items:
         key = item.key
@@ -195,15 +194,9 @@ def _queries(rows: Mapping[QueryKey, Mapping[str, Any]], version: str) -> dict[t
     for (_, app, ver, query), row in sorted(rows.items()):
         if ver != version:
             continue
-        held = out.setdefault((app, query), {"events": 0, "zero": 0, "labels": {"app": app}})
-        held["events"] += int(row["events"])
-        held["zero"] += int(row["zero"])
-        for metric in SERVED[:1] + SERVED[2:]:
-            s, n = row[metric]
-            hs, hn = held.get(metric, (0.0, 0))
-            held[metric] = (hs + float(s), hn + int(n))
-        for dim in ("query_type", "language"):
-            held["labels"][dim] = str(row.get(dim) or "unknown")
+        held = out.setdefault((app, query), {"labels": {"app": app}})
+        _add(held, row)
+        held["labels"].update(_labels(app, row))
     return out
 
 
@@ -225,13 +218,7 @@ def _daily(days: Mapping[DayKey, Mapping[str, Any]], version: str, metric: str) 
     summed: dict[str, dict[str, Any]] = {}
     for (day, _, ver), row in sorted(days.items()):
         if ver == version:
-            held = summed.setdefault(day, {"events": 0, "zero": 0})
-            held["events"] += int(row["events"])
-            held["zero"] += int(row["zero"])
-            for m in SERVED[:1] + SERVED[2:]:
-                s, n = row[m]
-                hs, hn = held.get(m, (0.0, 0))
-                held[m] = (hs + float(s), hn + int(n))
+            _add(summed.setdefault(day, {}), row)
     found = [_value(held, metric) for held in summed.values()]
     return [x for x in found if np.isfinite(x)]
 
@@ -333,16 +320,24 @@ def _slice_daily(rows: Mapping[QueryKey, Mapping[str, Any]], version: str, dim: 
     """The version's daily means of `metric` over the slice's query rows."""
     days: dict[DayKey, dict[str, Any]] = {}
     for (day, app, ver, _), row in sorted(rows.items()):
-        labels = {"app": app, "query_type": str(row.get("query_type") or "unknown"),
-                  "language": str(row.get("language") or "unknown")}
-        if ver == version and labels.get(dim) == label:
-            held = days.setdefault((day, "", ver), {"events": 0, "zero": 0, **{m: [0.0, 0] for m in SERVED
-                                                                                if m != "zero_result_rate"}})
-            held["events"] += int(row["events"])
-            held["zero"] += int(row["zero"])
-            for m in SERVED[:1] + SERVED[2:]:
-                held[m] = [held[m][0] + float(row[m][0]), held[m][1] + int(row[m][1])]
+        if ver == version and _labels(app, row).get(dim) == label:
+            _add(days.setdefault((day, "", ver), {}), row)
     return _daily(days, version, metric)
+
+
+def _add(into: dict[str, Any], row: Mapping[str, Any]) -> None:
+    """Add a stored row's events, zero results and measure sums to `into`."""
+    for name in ("events", "zero"):
+        into[name] = into.get(name, 0) + int(row[name])
+    for name in MEASURES:
+        s, n = into.get(name, (0.0, 0))
+        into[name] = (s + float(row[name][0]), n + int(row[name][1]))
+
+
+def _labels(app: str, row: Mapping[str, Any]) -> dict[str, str]:
+    """A query row's slice labels."""
+    return {"app": app, "query_type": str(row.get("query_type") or "unknown"),
+            "language": str(row.get("language") or "unknown")}
 
 
 def _hard_gates(days: Mapping[DayKey, Mapping[str, Any]], stable: str, candidate: str,
