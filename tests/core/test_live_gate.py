@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from functools import cache
 
 import numpy as np
 import orjson
@@ -12,11 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.core.compare.live import OTHER, HeldRows, LiveConfig, VersionCounts, empty_row
+from agent.core.compare.live import MEASURES, OTHER, HeldRows, LiveConfig, VersionCounts, empty_row
 from agent.core.compare.live_verdict import LiveThresholds, Stored, live_compare, versions_by_traffic
 from agent.core.compare.paired import PairedSettings, two_sample_interval
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
+from tests import live_traffic as traffic
 from tests.core.test_properties import FAST
 
 TS = "2026-11-02T10:00:00Z"  # day 2026-11-02
@@ -209,3 +211,32 @@ def test_two_sample_interval_of_constants_is_the_difference():
 
 def test_versions_by_traffic_orders_by_events():
     assert versions_by_traffic(stored(0.0, n=5).days) == [("a", 15), ("b", 15)]
+
+
+@cache
+def _stream() -> tuple:
+    return tuple(facts_of(decode(line).event) for line in traffic.day_lines(0, "leak")[:300])
+
+
+@given(st.lists(st.integers(0, 300), max_size=6))
+@FAST
+def test_taken_rows_add_up_to_the_whole_stream_however_it_is_cut(cuts):
+    facts = _stream()
+    whole = VersionCounts()
+    for f in facts:
+        whole.observe(f)
+    want = whole.outbox()
+    want.absorb(whole.take())
+    counts, got = VersionCounts(), HeldRows()
+    for i, f in enumerate(facts):
+        if i in cuts:
+            got.absorb(counts.take())
+        counts.observe(f)
+    got.absorb(counts.take())
+    assert got.days.keys() == want.days.keys() and got.queries.keys() == want.queries.keys()
+    for key, row in want.days.items():
+        assert {k: v for k, v in got.days[key].items() if k not in MEASURES} == \
+               {k: v for k, v in row.items() if k not in MEASURES}
+        for name in MEASURES:
+            assert got.days[key][name][1] == row[name][1]
+            assert got.days[key][name][0] == pytest.approx(row[name][0])
