@@ -93,6 +93,20 @@ def mean_interval(x: np.ndarray, settings: PairedSettings) -> Interval:
     return Interval(estimate, float(low), float(high), settings.level)
 
 
+def two_sample_interval(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Interval:
+    """Percentile bootstrap interval of mean(b) - mean(a) for unpaired values: each resample draws
+    each side on its own (rescaled as bootstrap.py does), for queries only one version served."""
+    rng = np.random.default_rng(settings.seed)
+    means = []
+    for x in (a, b):
+        m = max(x.size - 1, 1)
+        drawn = x[rng.integers(0, x.size, size=(settings.resamples, m))]
+        means.append(drawn.mean(axis=1))
+    tail = (1 - settings.level) / 2 * 100
+    low, high = np.percentile(means[1] - means[0], [tail, 100 - tail])
+    return Interval(float(b.mean() - a.mean()), float(low), float(high), settings.level)
+
+
 def margin(a: np.ndarray, settings: PairedSettings) -> float:
     """m from the baseline's bootstrap spread over these queries (see the module docstring)."""
     spread = mean_interval(a, settings)
