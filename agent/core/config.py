@@ -35,7 +35,7 @@ class CoreConfig:
     max_label_values: int = 200
     # Split every family with an app label by the event's pipeline version (agent/core/pipelines.py).
     by_pipeline_version: bool = False
-    max_pipeline_versions: int = 4  # learned versions beyond these fold into `other`
+    max_pipeline_versions: int = 4  # learned per app; versions beyond these fold into `other`
     buckets: dict[str, tuple[float, ...]] = field(default_factory=dict)
     score_buckets_by_app: dict[str, tuple[float, ...]] = field(default_factory=dict)
     vocabulary_bits: int = 1 << 20

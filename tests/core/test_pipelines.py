@@ -11,7 +11,7 @@ import pytest
 from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.model import Event, Pipeline
-from agent.core.pipelines import conform, version_of
+from agent.core.pipelines import conform, of_version, version_of, versions_in
 from agent.core.state import PartitionState, StateError
 from tests.core.test_state import CONFIG, checkpoint, feed, stream
 
@@ -121,6 +121,30 @@ def test_a_split_state_checkpoints_and_continues_as_an_uninterrupted_one():
 
 
 # --------------------------------------------------------------------------- switched between runs
+
+UNSPLIT_TALLY = {("retrievals", "a"): 3, ("admitted_results", "a", "wiki"): 4, ("top1_score_bucket", "a", "0.5"): 3,
+                 ("top1_score_sum", "a"): 1.5, ("query_language_retrievals", "en"): 3, ("late_events",): 1}
+SPLIT_TALLY = {("retrievals", "a", "v1"): 2, ("retrievals", "a", "none"): 1, ("admitted_results", "a", "v1", "wiki"): 4,
+               ("top1_score_bucket", "a", "v1", "0.5"): 2, ("top1_score_bucket", "a", "none", "0.5"): 1,
+               ("top1_score_sum", "a", "v1"): 1.0, ("top1_score_sum", "a", "none"): 0.5,
+               ("query_language_retrievals", "en"): 3, ("late_events",): 1}
+
+
+def test_conform_gives_unsplit_keys_the_version_other_and_sums_split_ones():
+    assert conform(UNSPLIT_TALLY, True) == {
+        ("retrievals", "a", "other"): 3, ("admitted_results", "a", "other", "wiki"): 4,
+        ("top1_score_bucket", "a", "other", "0.5"): 3, ("top1_score_sum", "a", "other"): 1.5,
+        ("query_language_retrievals", "en"): 3, ("late_events",): 1}  # no app label: as it was
+    assert conform(SPLIT_TALLY, False) == UNSPLIT_TALLY
+    # A tally already laid out so is returned as it is, not copied.
+    assert conform(UNSPLIT_TALLY, False) is UNSPLIT_TALLY and conform(SPLIT_TALLY, True) is SPLIT_TALLY
+    assert conform({("late_events",): 1}, True) == {("late_events",): 1}
+
+
+def test_of_version_and_versions_in():
+    assert versions_in(SPLIT_TALLY) == ["none", "v1"]
+    assert of_version(SPLIT_TALLY, "none") == {("retrievals", "a"): 1, ("top1_score_bucket", "a", "0.5"): 1,
+                                               ("top1_score_sum", "a"): 0.5}
 
 
 def test_switched_on_the_buckets_counted_before_keep_their_sums_as_other():
