@@ -279,47 +279,46 @@ def test_agent_down_inhibits_per_replica_alerts_in_a_real_alertmanager(alertmana
     def alert(**labels):
         return _am_alert(now, **labels)
 
-    with WebhookReceiver() as hook:
-        with Alertmanager(config=_am_config(hook.url), binary=alertmanager_bin) as am:
-            am.post_alerts([
-                alert(alertname="RagdriftAgentDown", severity="page",
-                      instance="10.0.0.1:9108", job="ragdrift"),
-                alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
-                      instance="10.0.0.1:9108", job="ragdrift"),
-                alert(alertname="RagdriftCheckpointStale", severity="ticket",
-                      instance="10.0.0.1:9108", job="ragdrift"),
-                alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
-                      instance="10.0.0.2:9108", job="ragdrift"),
-                # Aggregated over replicas: no instance label.
-                alert(alertname="RagdriftStaleRetrieval", severity="ticket", app="hr-bot"),
-                alert(alertname="RagdriftStaleConflict", severity="page", app="hr-bot"),
-                alert(alertname="RagdriftUnauthorizedRetrieval", severity="page",
-                      app="hr-bot"),
-                alert(alertname="RagdriftDeadLetters", severity="ticket", reason="invalid_json"),
-            ])
-            expected = {
-                "RagdriftAgentDown/10.0.0.1:9108/": False,
-                "RagdriftConsumerLagHigh/10.0.0.1:9108/": True,
-                "RagdriftCheckpointStale/10.0.0.1:9108/": True,
-                # another replica: not inhibited
-                "RagdriftConsumerLagHigh/10.0.0.2:9108/": False,
-                # alerts summed over replicas survive one dead replica
-                "RagdriftStaleRetrieval//hr-bot": False,
-                "RagdriftStaleConflict//hr-bot": False,
-                "RagdriftUnauthorizedRetrieval//hr-bot": False,
-                "RagdriftDeadLetters//": False,
-            }
-            wait_until(lambda: _am_status(am) == expected, timeout=15,
-                       message=f"inhibition {expected}")
+    with WebhookReceiver() as hook, Alertmanager(config=_am_config(hook.url), binary=alertmanager_bin) as am:
+        am.post_alerts([
+            alert(alertname="RagdriftAgentDown", severity="page",
+                  instance="10.0.0.1:9108", job="ragdrift"),
+            alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
+                  instance="10.0.0.1:9108", job="ragdrift"),
+            alert(alertname="RagdriftCheckpointStale", severity="ticket",
+                  instance="10.0.0.1:9108", job="ragdrift"),
+            alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
+                  instance="10.0.0.2:9108", job="ragdrift"),
+            # Aggregated over replicas: no instance label.
+            alert(alertname="RagdriftStaleRetrieval", severity="ticket", app="hr-bot"),
+            alert(alertname="RagdriftStaleConflict", severity="page", app="hr-bot"),
+            alert(alertname="RagdriftUnauthorizedRetrieval", severity="page",
+                  app="hr-bot"),
+            alert(alertname="RagdriftDeadLetters", severity="ticket", reason="invalid_json"),
+        ])
+        expected = {
+            "RagdriftAgentDown/10.0.0.1:9108/": False,
+            "RagdriftConsumerLagHigh/10.0.0.1:9108/": True,
+            "RagdriftCheckpointStale/10.0.0.1:9108/": True,
+            # another replica: not inhibited
+            "RagdriftConsumerLagHigh/10.0.0.2:9108/": False,
+            # alerts summed over replicas survive one dead replica
+            "RagdriftStaleRetrieval//hr-bot": False,
+            "RagdriftStaleConflict//hr-bot": False,
+            "RagdriftUnauthorizedRetrieval//hr-bot": False,
+            "RagdriftDeadLetters//": False,
+        }
+        wait_until(lambda: _am_status(am) == expected, timeout=15,
+                   message=f"inhibition {expected}")
 
-            # The absent() form (no instance) fires too when the agents are
-            # scraped under a job name that does not match: their security,
-            # freshness and dead-letter alerts are then real and stay active,
-            # and it silences no per-replica alert either.
-            am.post_alerts([alert(alertname="RagdriftAgentDown", severity="page")])
-            expected |= {"RagdriftAgentDown//": False}
-            wait_until(lambda: _am_status(am) == expected, timeout=15,
-                       message=f"inhibition {expected}")
+        # The absent() form (no instance) fires too when the agents are
+        # scraped under a job name that does not match: their security,
+        # freshness and dead-letter alerts are then real and stay active,
+        # and it silences no per-replica alert either.
+        am.post_alerts([alert(alertname="RagdriftAgentDown", severity="page")])
+        expected |= {"RagdriftAgentDown//": False}
+        wait_until(lambda: _am_status(am) == expected, timeout=15,
+                   message=f"inhibition {expected}")
 
 
 @pytest.mark.prometheus
@@ -331,42 +330,41 @@ def test_the_apps_unauthorized_page_holds_back_its_canary_page_in_a_real_alertma
 
     now = dt.datetime.now(dt.UTC)
     app_page = {"alertname": "RagdriftUnauthorizedRetrieval", "severity": "page", "app": "hr-bot"}
-    with WebhookReceiver() as hook:
-        with Alertmanager(config=_am_config(hook.url, fast=True), binary=alertmanager_bin) as am:
-            am.post_alerts([
-                _am_alert(now, **app_page),
-                _am_alert(now, alertname="RagdriftCanaryUnauthorized", severity="page", app="hr-bot",
-                          candidate="hr-rag-2"),
-                _am_alert(now, alertname="RagdriftCanaryUnauthorized", severity="page", app="support-bot",
-                          candidate="support-3.15.0"),
-                _am_alert(now, alertname="RagdriftCanaryRegression", severity="ticket", app="hr-bot",
-                          stable="hr-rag-1", candidate="hr-rag-2"),
-                # a dead replica holds back no canary alert (they carry no instance)
-                _am_alert(now, alertname="RagdriftAgentDown", severity="page", instance="10.0.0.1:9108",
-                          job="ragdrift"),
-                _am_alert(now, alertname="RagdriftAgentDown", severity="page"),
-            ])
-            expected = {
-                "RagdriftUnauthorizedRetrieval//hr-bot": False,
-                "RagdriftCanaryUnauthorized//hr-bot": True,
-                "RagdriftCanaryUnauthorized//support-bot": False,
-                "RagdriftCanaryRegression//hr-bot": False,
-                "RagdriftAgentDown/10.0.0.1:9108/": False,
-                "RagdriftAgentDown//": False,
-            }
-            wait_until(lambda: _am_status(am) == expected, timeout=15, message=f"inhibition {expected}")
+    with WebhookReceiver() as hook, Alertmanager(config=_am_config(hook.url, fast=True), binary=alertmanager_bin) as am:
+        am.post_alerts([
+            _am_alert(now, **app_page),
+            _am_alert(now, alertname="RagdriftCanaryUnauthorized", severity="page", app="hr-bot",
+                      candidate="hr-rag-2"),
+            _am_alert(now, alertname="RagdriftCanaryUnauthorized", severity="page", app="support-bot",
+                      candidate="support-3.15.0"),
+            _am_alert(now, alertname="RagdriftCanaryRegression", severity="ticket", app="hr-bot",
+                      stable="hr-rag-1", candidate="hr-rag-2"),
+            # a dead replica holds back no canary alert (they carry no instance)
+            _am_alert(now, alertname="RagdriftAgentDown", severity="page", instance="10.0.0.1:9108",
+                      job="ragdrift"),
+            _am_alert(now, alertname="RagdriftAgentDown", severity="page"),
+        ])
+        expected = {
+            "RagdriftUnauthorizedRetrieval//hr-bot": False,
+            "RagdriftCanaryUnauthorized//hr-bot": True,
+            "RagdriftCanaryUnauthorized//support-bot": False,
+            "RagdriftCanaryRegression//hr-bot": False,
+            "RagdriftAgentDown/10.0.0.1:9108/": False,
+            "RagdriftAgentDown//": False,
+        }
+        wait_until(lambda: _am_status(am) == expected, timeout=15, message=f"inhibition {expected}")
 
-            # The app's page resolves while the candidate's events are still in the live gate's window.
-            am.post_alerts([_am_alert(now, ends=-dt.timedelta(seconds=1), **app_page)])
-            del expected["RagdriftUnauthorizedRetrieval//hr-bot"]
-            expected["RagdriftCanaryUnauthorized//hr-bot"] = False
-            wait_until(lambda: _am_status(am) == expected, timeout=15, message=f"inhibition {expected}")
+        # The app's page resolves while the candidate's events are still in the live gate's window.
+        am.post_alerts([_am_alert(now, ends=-dt.timedelta(seconds=1), **app_page)])
+        del expected["RagdriftUnauthorizedRetrieval//hr-bot"]
+        expected["RagdriftCanaryUnauthorized//hr-bot"] = False
+        wait_until(lambda: _am_status(am) == expected, timeout=15, message=f"inhibition {expected}")
 
-            def canary_page(body) -> bool:
-                return isinstance(body, dict) and body.get("status") == "firing" and any(
-                    a["labels"] == {"alertname": "RagdriftCanaryUnauthorized", "severity": "page",
-                                    "app": "hr-bot", "candidate": "hr-rag-2"}
-                    for a in body.get("alerts", []))
+        def canary_page(body) -> bool:
+            return isinstance(body, dict) and body.get("status") == "firing" and any(
+                a["labels"] == {"alertname": "RagdriftCanaryUnauthorized", "severity": "page",
+                                "app": "hr-bot", "candidate": "hr-rag-2"}
+                for a in body.get("alerts", []))
 
-            # (with the example's timings: at the group's next flush, within the page route's group_interval)
-            hook.wait_for(canary_page, timeout=15)
+        # (with the example's timings: at the group's next flush, within the page route's group_interval)
+        hook.wait_for(canary_page, timeout=15)
