@@ -22,7 +22,7 @@ from grafana.thresholds import Rules
 UID = "ragdrift-canary"
 R = "$__rate_interval"
 PAIR = 'app=~"$app", stable=~"$stable", candidate=~"$candidate"'  # the gate's families
-VERSIONS = 'app=~"$app", pipeline_version=~"$stable|$candidate"'  # the split families
+VERSIONS = 'app=~"$app", pipeline_version=~"$stable|$candidate", pipeline_version!=""'  # the split families
 BY_PAIR = "max by (app, stable, candidate)"
 PAIR_LEGEND = "{{app}} {{candidate}} vs {{stable}}"
 # The metrics the agent's gate judges on served traffic (label `metric`): title, unit, the worse direction.
