@@ -97,7 +97,7 @@ def build(rules: Rules):
                      [Q(gauge("events", VERSIONS, "max by (app, pipeline_version)"), "{{app}} {{pipeline_version}}")]),
     )
     columns = ("difference", "difference_low", "difference_high", "material")
-    now = b.table("Differences now", "Every judged metric's difference, candidate minus stable (point estimate), "
+    now = b.table("Differences now", "Every compared metric's difference, candidate minus stable (point estimate), "
                   "its interval (low, high) and its material threshold, from the stable version's own day-to-day "
                   "variation (NaN: fewer than live_gate.min_days days of it). Units are the metric's own.",
                   [Q(gauge(c, PAIR, "max by (app, stable, candidate, metric)"), table=True) for c in columns],
