@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # run as a script: import `grafana.*` from the re
 
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from grafana import drift, health, judgment, overview, security, thresholds
+from grafana import canary, drift, health, judgment, overview, security, thresholds
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 # file name -> the module whose build(rules) makes it
@@ -29,6 +29,7 @@ BOARDS = {
     "ragdrift-security-freshness.json": security,
     "ragdrift-judgment.json": judgment,
     "ragdrift-drift.json": drift,
+    "ragdrift-canary.json": canary,
     "ragdrift-agent-health.json": health,
 }
 

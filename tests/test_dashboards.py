@@ -20,9 +20,12 @@ security queue) and stops; a judgment batch is built on that store; the
 second agent restarts on it and processes traffic with every incident kind,
 dead letters and trace headers, then a clean trickle. Then:
 - every target of every panel, with the dashboard variables substituted, parses
-  and returns at least one series, for All apps and for one app;
+  and returns at least one series, for All apps and for one app (the agent
+  splits its families by pipeline version and runs the live release gate,
+  which compares each app's canary with its stable version);
 - the security counts over the range equal the agent's counters (a series
   born at its first value is counted, not missed);
+- the canary dashboard's verdict and hard failures equal the agent's gauges;
 - every exemplar-enabled query returns exemplars;
 - every metric a dashboard or a rule reads is exported (the agent's /metrics,
   plus Prometheus's own `up` and `scrape_*`), and every exported metric is on
@@ -459,6 +462,10 @@ def live(broker, prometheus_bin, tmp_path_factory):
     url = f"sqlite:///{tmp}/s.db"
     config = agent_config(broker.bootstrap, topic, dlq, unique_name("g"), url, new_port())
     config["judgment"] = {"export_dir": str(tmp / "batches"), "salt": "dashboards"}
+    # The split by pipeline version and the live gate, for the Canary vs stable dashboard. A refresh every
+    # 2 s: the gate's gauges hold still between refreshes, long enough to compare Prometheus with the agent.
+    config["windows"] = {**config["windows"], "by_pipeline_version": True}
+    config["live_gate"] = {"enabled": True, "refresh_seconds": 2}
     port = new_port()
     # Started first: it discovers its target meanwhile (a few seconds).
     prom = Prometheus(targets=[f"127.0.0.1:{port}"], binary=prometheus_bin,
@@ -540,6 +547,9 @@ def live(broker, prometheus_bin, tmp_path_factory):
         # agent restores its partitions and baseline may time out, and still counts in `up`).
         wait_until(lambda: (prom.query_value('min(count_over_time(ragdrift_retrievals_total[1m]))') or 0) >= 4,
                    30, 0.2, "four scrapes of the retrieval families")
+        # The live gate judges what the checkpoints stored: T2's canaries, once a refresh has read them.
+        wait_until(lambda: prom.query_value('count(ragdrift_live_gate_difference{app="support-bot"})'), 30, 0.2,
+                   "the live gate's figures of support-bot's canary scraped")
         text = http_get(f"http://127.0.0.1:{port}/metrics").decode()
         yield SimpleNamespace(prom=prom, agent=agent, metrics_text=text, instance=f"127.0.0.1:{port}",
                               batch_items=built.items, batch_id=built.batch_id, judged=judged)
@@ -557,11 +567,15 @@ def _logs(live) -> str:
 
 
 def _variables(live, app: str) -> dict[str, str]:
+    stable, candidate = PAIRS.get(app, (".*", ".*"))
     return {"__rate_interval": "1m", "__interval": "1m", "__range": "5m", "app": app, "window": "5m",
-            "instance": live.instance}
+            "instance": live.instance, "stable": stable, "candidate": candidate}
 
 
 APPS = (".*", "support-bot")  # All, and one app (the one with a reranker in the generated traffic)
+# The versions the live gate compares (agent/synth/deployment.py): the canary is T2's score-drift incident,
+# about a third of the app's events, so the version with most traffic is the stable one.
+PAIRS = {"support-bot": ("support-3.14.0", "support-3.15.0-canary")}
 
 
 def test_every_panel_query_returns_series(live):
@@ -609,6 +623,54 @@ def test_security_counts_equal_the_agent(live):
                        f"{title} (app {app}) equal to the agent's {family}")
     # An app without such traffic reads 0, not "no data".
     assert _stat(live, "Unauthorized results", "no-such-app") == 0
+
+
+def test_canary_panels_read_the_live_gate(live):
+    """The verdict (2 fail, 1 not enough data, 0 pass) and the hard failures
+    the dashboard shows are the gauges the agent exports for the pair. (Not
+    filter_zero_rise: the excess over the stable rate moves with every
+    refresh, as the clean trickle adds stable traffic.)"""
+    board = _boards()["ragdrift-canary.json"]
+    by_title = {p["title"]: p for p in _panels(board)}
+    stable, candidate = PAIRS["support-bot"]
+    pair = {"app": "support-bot", "stable": stable, "candidate": candidate}
+    counted = ("unauthorized", "stale_conflict")
+
+    def shown(title: str) -> dict[str, float]:
+        """Each query's legend -> its one value for the pair."""
+        out = {}
+        for target in by_title[title]["targets"]:
+            (row,) = live.prom.query(_expand(target["expr"], _variables(live, "support-bot")))
+            out[target["legendFormat"]] = float(row["value"][1])
+        return out
+
+    def on_board() -> tuple[dict[str, float], dict[str, float]]:
+        hard = shown("Hard failures of the candidate")
+        return shown("Verdict"), {gate: hard[gate] for gate in counted}
+
+    def exported() -> tuple[dict[str, float], dict[str, float]]:
+        verdict = {v: live.agent.value("ragdrift_live_gate_verdict", verdict=v, **pair)
+                   for v in ("pass", "fail", "not_enough_data")}
+        assert sum(verdict.values()) == 1, verdict
+        code = 2 * verdict["fail"] + verdict["not_enough_data"]
+        hard = {gate: live.agent.value("ragdrift_live_gate_hard_failures", gate=gate, **pair) for gate in counted}
+        return {"{{app}} {{candidate}} vs {{stable}}": code}, hard
+
+    seen: list = []
+
+    def agree() -> bool:
+        seen[:] = [on_board(), exported()]
+        return seen[0] == seen[1]
+
+    try:  # waits out a refresh between the scrape and the agent's answer
+        wait_until(agree, 15, 0.2, "the canary dashboard to show the agent's live gate gauges")
+    except TimeoutError:
+        pytest.fail(f"the canary dashboard and the agent disagree (shown, agent): {seen}")
+    # T2's leaks reach the canary's events too: the gate fails it.
+    verdict, hard = seen[0]
+    assert hard["unauthorized"] > 0
+    assert verdict == {"{{app}} {{candidate}} vs {{stable}}": 2}
+    assert shown("Hard failures of the candidate")["filter_zero_rise"] >= 0
 
 
 def test_judgment_panels_read_the_store(live):

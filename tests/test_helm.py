@@ -211,6 +211,25 @@ def test_a_config_change_rolls_the_pods(helm):
     assert checksum() != checksum(**{"config.logging.level": "DEBUG"})
 
 
+def test_the_live_gate_values_reach_the_agents_config(helm, tmp_path):
+    """Off by default (no section rendered); set, the section reaches the
+    agent's file as written; a wrong type or range is refused by the schema."""
+    def config_of(docs: list[dict]) -> dict:
+        (config,) = [d for d in docs if d["kind"] == "ConfigMap" and "ragdrift.yaml" in d["data"]]
+        return yaml.safe_load(config["data"]["ragdrift.yaml"])
+
+    assert "live_gate" not in config_of(helm.template(CHART))
+    gate = {"enabled": True, "stable": "support-3.14.0", "candidate": "support-3.15.0", "window_days": 7,
+            "refresh_seconds": 300}
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"live_gate": gate}}))
+    assert config_of(helm.template(CHART, values))["live_gate"] == gate
+    for bad in ({"enabled": "yes"}, {"window_days": 0}, {"refresh_seconds": 0}, {"candidate": "v" * 129}):
+        values.write_text(yaml.safe_dump({"config": {"live_gate": {**gate, **bad}}}))
+        with pytest.raises(HelmError, match="live_gate"):
+            helm.template(CHART, values)
+
+
 @pytest.mark.parametrize("scenario", [p.name for p in SCENARIOS])
 def test_the_rendered_config_is_one_the_agent_accepts(rendered, scenario, tmp_path):
     """The ConfigMap's file, the pod's secret variables and mounted files, loaded as the agent would."""

@@ -41,6 +41,8 @@ ALERTS = {
     "RagdriftContentAgeDrift": "ticket",
     "RagdriftSourceConcentration": "ticket",
     "RagdriftQueryMixDrift": "ticket",
+    "RagdriftCanaryRegression": "ticket",
+    "RagdriftCanaryUnauthorized": "page",
     "RagdriftWatchdog": "none",
 }
 
@@ -106,7 +108,7 @@ def test_every_alert_has_a_runbook_section(name):
 
 def test_immediate_pages_have_no_pending_time():
     for name in ("RagdriftUnauthorizedRetrieval", "RagdriftUnauthorizedRisk",
-                 "RagdriftStaleConflict"):
+                 "RagdriftStaleConflict", "RagdriftCanaryUnauthorized"):
         assert _alerts()[name].get("for", "0m") in ("0m", "0s"), name
 
 
@@ -164,6 +166,10 @@ def test_amtool_check_config(amtool_bin):
          "ragdrift-page"),
         ({"alertname": "RagdriftStaleRetrieval", "severity": "ticket", "app": "hr"},
          "ragdrift-ticket"),
+        ({"alertname": "RagdriftCanaryUnauthorized", "severity": "page", "app": "hr",
+          "candidate": "hr-2"}, "ragdrift-page"),
+        ({"alertname": "RagdriftCanaryRegression", "severity": "ticket", "app": "hr",
+          "stable": "hr-1", "candidate": "hr-2"}, "ragdrift-ticket"),
         ({"alertname": "RagdriftWatchdog", "severity": "none"}, "ragdrift-heartbeat"),
         ({"alertname": "SomethingElse", "severity": "warning"}, "ragdrift-ticket"),
     ],
@@ -172,6 +178,22 @@ def test_amtool_check_config(amtool_bin):
 def test_alertmanager_routes(labels, receiver, amtool_bin):
     _run(amtool_bin, "config", "routes", "test", f"--config.file={AM_CONFIG}",
          f"--verify.receivers={receiver}", *(f"{k}={v}" for k, v in labels.items()))
+
+
+def _inhibit_rules(equal: list[str]) -> list[dict]:
+    return [r for r in yaml.safe_load(AM_CONFIG.read_text())["inhibit_rules"] if r["equal"] == equal]
+
+
+def _alertname_pattern(matchers: list[str]) -> re.Pattern:
+    (matcher,) = [m for m in matchers if m.startswith("alertname")]
+    op = "=~" if "=~" in matcher else "="
+    value = matcher.split(op, 1)[1].strip().strip('"')
+    return re.compile(value if op == "=~" else re.escape(value))
+
+
+def test_inhibit_rules_are_per_replica_or_per_app():
+    rules = yaml.safe_load(AM_CONFIG.read_text())["inhibit_rules"]
+    assert sorted(tuple(r["equal"]) for r in rules) == [("app",), ("instance",)]
 
 
 def test_inhibit_rules_only_target_alerts_that_carry_instance():
@@ -184,11 +206,8 @@ def test_inhibit_rules_only_target_alerts_that_carry_instance():
     security and freshness pages are real.
     """
     alerts = _alerts()
-    config = yaml.safe_load(AM_CONFIG.read_text())
-    for rule in config["inhibit_rules"]:
-        assert rule["equal"] == ["instance"]
-        (target,) = [m for m in rule["target_matchers"] if m.startswith("alertname")]
-        pattern = re.compile(target.split("=~", 1)[1].strip().strip('"'))
+    for rule in _inhibit_rules(["instance"]):
+        pattern = _alertname_pattern(rule["target_matchers"])
         targets = {name for name in alerts if pattern.fullmatch(name)}
         assert targets == {"RagdriftConsumerLagHigh", "RagdriftCheckpointStale"}
         for name in targets:
@@ -198,8 +217,56 @@ def test_inhibit_rules_only_target_alerts_that_carry_instance():
                      "RagdriftStaleConflict", "RagdriftStaleRetrieval", "RagdriftZeroResultRateHigh",
                      "RagdriftFilterErrors", "RagdriftDeadLetters", "RagdriftScoreDrift",
                      "RagdriftContentAgeDrift", "RagdriftSourceConcentration", "RagdriftQueryMixDrift",
+                     "RagdriftCanaryRegression", "RagdriftCanaryUnauthorized",
                      "RagdriftAgentDown", "RagdriftWatchdog"):
             assert not pattern.fullmatch(name), name
+
+
+def test_the_canary_page_is_inhibited_only_by_its_apps_unauthorized_page():
+    """One incident, one page: the app's unauthorized page holds back its
+    canary's. Both alerts must keep `app` and only aggregated labels, or
+    `equal: [app]` would compare a missing label and hold back every app."""
+    alerts = _alerts()
+    (rule,) = _inhibit_rules(["app"])
+    sources = {n for n in alerts if _alertname_pattern(rule["source_matchers"]).fullmatch(n)}
+    targets = {n for n in alerts if _alertname_pattern(rule["target_matchers"]).fullmatch(n)}
+    assert (sources, targets) == ({"RagdriftUnauthorizedRetrieval"}, {"RagdriftCanaryUnauthorized"})
+    for name in sources | targets:
+        by = re.match(r"\s*(?:sum|max) by \(([^)]*)\)", alerts[name]["expr"])
+        assert by and "app" in {label.strip() for label in by.group(1).split(",")}, name
+
+
+def _am_alert(now: dt.datetime, ends: dt.timedelta = dt.timedelta(minutes=10), **labels) -> dict:
+    """An alert as Prometheus posts it (`ends` negative: resolved)."""
+    return {
+        "labels": labels,
+        "annotations": {"summary": "test"},
+        "startsAt": (now - dt.timedelta(minutes=1)).isoformat(),
+        "endsAt": (now + ends).isoformat(),
+    }
+
+
+def _am_status(am) -> dict[str, bool]:
+    """alertname/instance/app -> inhibited? (active alerts only)"""
+    return {
+        "/".join(a["labels"].get(k, "") for k in ("alertname", "instance", "app")):
+            bool(a["status"]["inhibitedBy"])
+        for a in am.alerts()
+    }
+
+
+def _am_config(url: str, fast: bool = False) -> str:
+    """The example configuration with every webhook pointed at `url`; `fast`:
+    every route notifies at once and re-evaluates its groups every second
+    (the timings, not the routing or inhibition, of the example)."""
+    config = yaml.safe_load(AM_CONFIG.read_text())
+    for receiver in config["receivers"]:
+        for webhook in receiver.get("webhook_configs", []):
+            webhook["url"] = url
+    if fast:
+        for route in [config["route"], *config["route"]["routes"]]:
+            route |= {"group_wait": "0s", "group_interval": "1s"}
+    return yaml.safe_dump(config)
 
 
 @pytest.mark.prometheus
@@ -207,66 +274,97 @@ def test_agent_down_inhibits_per_replica_alerts_in_a_real_alertmanager(alertmana
     """amtool cannot evaluate inhibit rules, so ask a running Alertmanager."""
     from tests.services import Alertmanager, WebhookReceiver, wait_until
 
-    config = yaml.safe_load(AM_CONFIG.read_text())
     now = dt.datetime.now(dt.UTC)
 
     def alert(**labels):
-        return {
-            "labels": labels,
-            "annotations": {"summary": "test"},
-            "startsAt": now.isoformat(),
-            "endsAt": (now + dt.timedelta(minutes=10)).isoformat(),
+        return _am_alert(now, **labels)
+
+    with WebhookReceiver() as hook, Alertmanager(config=_am_config(hook.url), binary=alertmanager_bin) as am:
+        am.post_alerts([
+            alert(alertname="RagdriftAgentDown", severity="page",
+                  instance="10.0.0.1:9108", job="ragdrift"),
+            alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
+                  instance="10.0.0.1:9108", job="ragdrift"),
+            alert(alertname="RagdriftCheckpointStale", severity="ticket",
+                  instance="10.0.0.1:9108", job="ragdrift"),
+            alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
+                  instance="10.0.0.2:9108", job="ragdrift"),
+            # Aggregated over replicas: no instance label.
+            alert(alertname="RagdriftStaleRetrieval", severity="ticket", app="hr-bot"),
+            alert(alertname="RagdriftStaleConflict", severity="page", app="hr-bot"),
+            alert(alertname="RagdriftUnauthorizedRetrieval", severity="page",
+                  app="hr-bot"),
+            alert(alertname="RagdriftDeadLetters", severity="ticket", reason="invalid_json"),
+        ])
+        expected = {
+            "RagdriftAgentDown/10.0.0.1:9108/": False,
+            "RagdriftConsumerLagHigh/10.0.0.1:9108/": True,
+            "RagdriftCheckpointStale/10.0.0.1:9108/": True,
+            # another replica: not inhibited
+            "RagdriftConsumerLagHigh/10.0.0.2:9108/": False,
+            # alerts summed over replicas survive one dead replica
+            "RagdriftStaleRetrieval//hr-bot": False,
+            "RagdriftStaleConflict//hr-bot": False,
+            "RagdriftUnauthorizedRetrieval//hr-bot": False,
+            "RagdriftDeadLetters//": False,
         }
+        wait_until(lambda: _am_status(am) == expected, timeout=15,
+                   message=f"inhibition {expected}")
 
-    def status(am):
-        """alertname/instance/app -> inhibited?"""
-        return {
-            "/".join(a["labels"].get(k, "") for k in ("alertname", "instance", "app")):
-                bool(a["status"]["inhibitedBy"])
-            for a in am.alerts()
+        # The absent() form (no instance) fires too when the agents are
+        # scraped under a job name that does not match: their security,
+        # freshness and dead-letter alerts are then real and stay active,
+        # and it silences no per-replica alert either.
+        am.post_alerts([alert(alertname="RagdriftAgentDown", severity="page")])
+        expected |= {"RagdriftAgentDown//": False}
+        wait_until(lambda: _am_status(am) == expected, timeout=15,
+                   message=f"inhibition {expected}")
+
+
+@pytest.mark.prometheus
+def test_the_apps_unauthorized_page_holds_back_its_canary_page_in_a_real_alertmanager(alertmanager_bin):
+    """One page while the app's unauthorized page is active; the canary page
+    follows when it resolves, naming the candidate. Other apps' canary pages,
+    the canary ticket and a dead replica are not involved."""
+    from tests.services import Alertmanager, WebhookReceiver, wait_until
+
+    now = dt.datetime.now(dt.UTC)
+    app_page = {"alertname": "RagdriftUnauthorizedRetrieval", "severity": "page", "app": "hr-bot"}
+    with WebhookReceiver() as hook, Alertmanager(config=_am_config(hook.url, fast=True), binary=alertmanager_bin) as am:
+        am.post_alerts([
+            _am_alert(now, **app_page),
+            _am_alert(now, alertname="RagdriftCanaryUnauthorized", severity="page", app="hr-bot",
+                      candidate="hr-rag-2"),
+            _am_alert(now, alertname="RagdriftCanaryUnauthorized", severity="page", app="support-bot",
+                      candidate="support-3.15.0"),
+            _am_alert(now, alertname="RagdriftCanaryRegression", severity="ticket", app="hr-bot",
+                      stable="hr-rag-1", candidate="hr-rag-2"),
+            # a dead replica holds back no canary alert (they carry no instance)
+            _am_alert(now, alertname="RagdriftAgentDown", severity="page", instance="10.0.0.1:9108",
+                      job="ragdrift"),
+            _am_alert(now, alertname="RagdriftAgentDown", severity="page"),
+        ])
+        expected = {
+            "RagdriftUnauthorizedRetrieval//hr-bot": False,
+            "RagdriftCanaryUnauthorized//hr-bot": True,
+            "RagdriftCanaryUnauthorized//support-bot": False,
+            "RagdriftCanaryRegression//hr-bot": False,
+            "RagdriftAgentDown/10.0.0.1:9108/": False,
+            "RagdriftAgentDown//": False,
         }
+        wait_until(lambda: _am_status(am) == expected, timeout=15, message=f"inhibition {expected}")
 
-    with WebhookReceiver() as hook:
-        for receiver in config["receivers"]:
-            for webhook in receiver.get("webhook_configs", []):
-                webhook["url"] = hook.url
-        with Alertmanager(config=yaml.safe_dump(config), binary=alertmanager_bin) as am:
-            am.post_alerts([
-                alert(alertname="RagdriftAgentDown", severity="page",
-                      instance="10.0.0.1:9108", job="ragdrift"),
-                alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
-                      instance="10.0.0.1:9108", job="ragdrift"),
-                alert(alertname="RagdriftCheckpointStale", severity="ticket",
-                      instance="10.0.0.1:9108", job="ragdrift"),
-                alert(alertname="RagdriftConsumerLagHigh", severity="ticket",
-                      instance="10.0.0.2:9108", job="ragdrift"),
-                # Aggregated over replicas: no instance label.
-                alert(alertname="RagdriftStaleRetrieval", severity="ticket", app="hr-bot"),
-                alert(alertname="RagdriftStaleConflict", severity="page", app="hr-bot"),
-                alert(alertname="RagdriftUnauthorizedRetrieval", severity="page",
-                      app="hr-bot"),
-                alert(alertname="RagdriftDeadLetters", severity="ticket", reason="invalid_json"),
-            ])
-            expected = {
-                "RagdriftAgentDown/10.0.0.1:9108/": False,
-                "RagdriftConsumerLagHigh/10.0.0.1:9108/": True,
-                "RagdriftCheckpointStale/10.0.0.1:9108/": True,
-                # another replica: not inhibited
-                "RagdriftConsumerLagHigh/10.0.0.2:9108/": False,
-                # alerts summed over replicas survive one dead replica
-                "RagdriftStaleRetrieval//hr-bot": False,
-                "RagdriftStaleConflict//hr-bot": False,
-                "RagdriftUnauthorizedRetrieval//hr-bot": False,
-                "RagdriftDeadLetters//": False,
-            }
-            wait_until(lambda: status(am) == expected, timeout=15,
-                       message=f"inhibition {expected}")
+        # The app's page resolves while the candidate's events are still in the live gate's window.
+        am.post_alerts([_am_alert(now, ends=-dt.timedelta(seconds=1), **app_page)])
+        del expected["RagdriftUnauthorizedRetrieval//hr-bot"]
+        expected["RagdriftCanaryUnauthorized//hr-bot"] = False
+        wait_until(lambda: _am_status(am) == expected, timeout=15, message=f"inhibition {expected}")
 
-            # The absent() form (no instance) fires too when the agents are
-            # scraped under a job name that does not match: their security,
-            # freshness and dead-letter alerts are then real and stay active,
-            # and it silences no per-replica alert either.
-            am.post_alerts([alert(alertname="RagdriftAgentDown", severity="page")])
-            expected |= {"RagdriftAgentDown//": False}
-            wait_until(lambda: status(am) == expected, timeout=15,
-                       message=f"inhibition {expected}")
+        def canary_page(body) -> bool:
+            return isinstance(body, dict) and body.get("status") == "firing" and any(
+                a["labels"] == {"alertname": "RagdriftCanaryUnauthorized", "severity": "page",
+                                "app": "hr-bot", "candidate": "hr-rag-2"}
+                for a in body.get("alerts", []))
+
+        # (with the example's timings: at the group's next flush, within the page route's group_interval)
+        hook.wait_for(canary_page, timeout=15)
