@@ -21,7 +21,7 @@ admitted results with one; source concentration, the HHI of the admitted
 results' sources (sum of squared shares); latency in seconds. Each is
 counted only where the event defines it.
 
-The version is the event's `pipeline.version` (`NONE` without one). With
+The version is the event's `pipeline.version` (`none` without one). With
 `versions` configured only those are counted; otherwise a partition counts
 the first `max_versions` it sees by name and the rest as `OTHER`, so a
 producer sending thousands of versions adds at most that many rows a day.
@@ -39,9 +39,10 @@ from typing import Any
 
 from agent.core.facts import Facts
 from agent.core.feature import Context, KeptAsRows
+from agent.core.labels import OTHER
+from agent.core.pipelines import NO_VERSION, version_of
 
 DAY = 86400
-NONE, OTHER = "none", "other"
 MEASURES = ("top1_score", "content_age_days", "source_concentration", "latency_seconds")
 GATES = ("unauthorized", "stale_conflict", "filter_zero")
 COUNTS = ("events", "zero", *GATES)  # per day row; per query row only the first two are used
@@ -137,8 +138,7 @@ class VersionCounts(KeptAsRows):
 
     def observe(self, facts: Facts, ctx: Context | None = None) -> None:
         event = facts.event
-        pipeline = event.pipeline
-        version = (pipeline.version if pipeline is not None else None) or NONE
+        version = version_of(event) or NO_VERSION
         if version not in self._versions:
             if self.config.versions:
                 return

@@ -88,23 +88,27 @@ def mean_interval(x: np.ndarray, settings: PairedSettings) -> Interval:
     if not 0 < settings.level < 1:
         raise ValueError(f"level must be in (0, 1), got {settings.level}")
     estimate, means = resampled_means(x, np.random.default_rng(settings.seed), resamples=settings.resamples)
-    tail = float(ndtr(-stdtrit(max(x.size - 1, 1), (1 + settings.level) / 2)))
-    low, high = np.percentile(means, [100 * tail, 100 - 100 * tail])
-    return Interval(estimate, float(low), float(high), settings.level)
+    return _read(estimate, means, x.size - 1, settings.level)
 
 
 def two_sample_interval(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Interval:
-    """Percentile bootstrap interval of mean(b) - mean(a) for unpaired values: each resample draws
-    each side on its own (rescaled as bootstrap.py does), for queries only one version served."""
+    """Expanded percentile bootstrap interval of mean(b) - mean(a) for unpaired values: each
+    resample draws each side on its own (rescaled as bootstrap.py does), for queries only one
+    version served; the tail's degrees of freedom are the smaller side's."""
     rng = np.random.default_rng(settings.seed)
     means = []
     for x in (a, b):
         m = max(x.size - 1, 1)
         drawn = x[rng.integers(0, x.size, size=(settings.resamples, m))]
         means.append(drawn.mean(axis=1))
-    tail = (1 - settings.level) / 2 * 100
-    low, high = np.percentile(means[1] - means[0], [tail, 100 - tail])
-    return Interval(float(b.mean() - a.mean()), float(low), float(high), settings.level)
+    return _read(float(b.mean() - a.mean()), means[1] - means[0], min(a.size, b.size) - 1, settings.level)
+
+
+def _read(estimate: float, means: np.ndarray, df: int, level: float) -> Interval:
+    """The resampled means read at the tail whose normal quantile is Student's t quantile with `df`."""
+    tail = float(ndtr(-stdtrit(max(df, 1), (1 + level) / 2)))
+    low, high = np.percentile(means, [100 * tail, 100 - 100 * tail])
+    return Interval(estimate, float(low), float(high), level)
 
 
 def margin(a: np.ndarray, settings: PairedSettings) -> float:
