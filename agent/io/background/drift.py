@@ -104,12 +104,14 @@ def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData], spl
 class DriftWatch(Periodic):
     """The refresh job and the last status it computed."""
 
+    split = False  # judged per pipeline version (set per watch)
+
     def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time, *,
                  scheduler: BackgroundScheduler, split: bool = False):
         super().__init__("drift-refresh", REFRESH_SECONDS, log, "the drift figures", scheduler)
         self.store = store
         self.group_id = group_id
-        self.split = split  # judged per pipeline version
+        self.split = split
         self.clock = clock
         self.status = DriftStatus()
         self.baseline: Baseline | None = None  # the one the last refresh loaded
