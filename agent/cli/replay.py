@@ -31,11 +31,11 @@ def replay(args: argparse.Namespace) -> int:
     from agent.core.summary import summarize
 
     at_least(args.max_bytes, 1, "--max-bytes")
-    judging = _judging(args) if args.sample else None
+    judging, versions = _judging(args) if args.sample else (None, {})
     streams = [_open_input(path) for path in args.files]
     # A batch tool over a finite input: keep every label value, so that source
     # concentration is exact rather than folded into `other`.
-    state = PartitionState(CoreConfig(max_label_values=1 << 30), judging=judging)
+    state = PartitionState(CoreConfig(max_label_values=1 << 30, **versions), judging=judging)
     rejected: Counter[str] = Counter()
     rows = Outbox()  # every week's candidates, as the store would hold them
     with progress() as bar:
@@ -76,12 +76,21 @@ ROUND = 10000
 
 
 def _judging(args: argparse.Namespace):
+    """The configuration's judgment sampling, and its split by pipeline version (the sample's strata
+    name versions as the agent's do)."""
     from agent.cli.run import settings_from
+    from agent.core.config import PIPELINE_VERSION
     from agent.io.settings.agent import load
     from agent.io.settings.judgment import JudgmentSettings, judging_config
 
     settings = settings_from(args.config) if args.config else load(None, environ={})
-    return judging_config(settings.judgment) or judging_config(JudgmentSettings())
+    w = settings.windows
+    versions = {}
+    if w.by_pipeline_version:
+        fixed = w.labels.get(PIPELINE_VERSION)
+        versions = {"by_pipeline_version": True, "max_pipeline_versions": w.max_pipeline_versions,
+                    "label_values": {PIPELINE_VERSION: tuple(fixed)} if fixed else {}}
+    return judging_config(settings.judgment) or judging_config(JudgmentSettings()), versions
 
 
 def _sample(selections: dict) -> dict:

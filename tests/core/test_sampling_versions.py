@@ -207,3 +207,28 @@ def test_a_generated_low_traffic_canary_is_judged_and_its_traffic_estimated():
     slices = {s["value"]: s["items"] for s in report(batch.manifest, batch.key, labels)["slices"]["pipeline_version"]}
     assert all(slices[v] == sum(r["pipeline_version"] == v and r["item"] is not None and r["stratum"] != UNIFORM
                                 for r in batch.key) for v in canaries)
+
+
+def test_replay_takes_the_sample_split_by_version_as_the_agent_does(tmp_path, capsys):
+    from agent.cli import main
+
+    lines = list(generate(600, seed=5, rate=5, incidents=[parse_incident("score-drift@0")]))
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\n".join(lines) + b"\n")
+    config = tmp_path / "ragdrift.yaml"
+    config.write_text(json.dumps({"windows": {"by_pipeline_version": True, "max_pipeline_versions": 8},
+                                  "judgment": {"budget": 2, "uniform_budget": 3, "salt": SALT}}))
+    assert main(["replay", str(events), "--sample", "--format", "json", "--config", str(config)]) == 0
+    sample = json.loads(capsys.readouterr().out)["sample"]
+    core = CoreConfig(by_pipeline_version=True, max_pipeline_versions=8)
+    state = PartitionState(core, judging=JudgingConfig(budgets=Budgets(k=2, uniform_k=3), salt=SALT))
+    for line in lines:
+        try:
+            state.process(line)
+        except RejectedEvent:
+            pass
+    s = state.judging.sampler
+    rows = [c for w in s.weeks() for st in s.strata(w) for c in s.kept(w, st)]
+    assert {w: set(strata) for w, strata in sample.items()} == {w: {k[1] for k in samples(rows, Budgets()) if k[0] == w}
+                                                                for w in s.weeks()}
+    assert any("canary" in stratum for strata in sample.values() for stratum in strata)
