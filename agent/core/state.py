@@ -63,6 +63,9 @@ class PartitionState:
         builds a fresh one (`partition()`). Two features of one name raise ValueError."""
         self.config = config
         self.context = Context()
+        # Not None only while split by pipeline version: `ingest` then sets it per event, and tells the
+        # two apart by it (a slot of the context is cheaper to read than anything of the state).
+        self.context.pipeline_version = NO_VERSION if config.by_pipeline_version else None
         self.context.baseline = baseline
         self.labels = {dim: _label_set(config, dim) for dim in _dimensions(config)}
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
@@ -125,7 +128,7 @@ class PartitionState:
             new_terms = (self.vocabulary if baseline is None else baseline.vocabulary).add_all(terms)
         ctx.new_terms = new_terms
         ctx.app = self.labels["app"](event.app)
-        if self.config.by_pipeline_version:  # `none` is no learned version: it takes no place in the bound
+        if ctx.pipeline_version is not None:  # `none` is no learned version: it takes no place in the bound
             version = version_of(event)
             ctx.pipeline_version = NO_VERSION if version is None else self.labels[PIPELINE_VERSION](version)
         ctx.now = now
