@@ -212,9 +212,9 @@ class Agent:
             return
         if len(links) < MAX_LINKS:
             links.append(Link(context))
-        app = owned.state.labels["app"](facts.event.app)
+        lead = owned.state.metrics.lead(facts.event)  # the app label, and the pipeline version's when split
         for family in hits:
-            self.exemplars[(family, app)] = (format(context.trace_id, "032x"), time.time())
+            self.exemplars[(family, *lead)] = (format(context.trace_id, "032x"), time.time())
 
     # -- rebalancing ----------------------------------------------------
 

@@ -450,6 +450,57 @@ def test_replay_table(capsys, traffic):
     assert rows["filter status"].startswith("applied ")
 
 
+@pytest.fixture(scope="module")
+def versioned(tmp_path_factory) -> Path:
+    """Events of three apps, a canary pipeline beside one app's stable one, and events naming no version."""
+    path = tmp_path_factory.mktemp("versioned") / "traffic.jsonl"
+    assert main(["generate", "--events", "600", "--seed", "5", "--incident", "score-drift@0", "-o", str(path)]) == 0
+    lines = []
+    for i, line in enumerate(path.read_bytes().splitlines()):
+        doc = json.loads(line)
+        if i % 7 == 0:
+            doc.pop("pipeline", None)
+        lines.append(json.dumps(doc).encode())
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_replay_split_by_pipeline_version(capsys, tmp_path, versioned):
+    config = tmp_path / "ragdrift.yaml"
+    config.write_text("windows: {by_pipeline_version: true, max_pipeline_versions: 1}\n")  # replay keeps every version
+    status, out, _ = run(capsys, "replay", str(versioned), "--format", "json", "--config", str(config))
+    assert status == 0
+    summary = json.loads(out)
+    whole = json.loads(run(capsys, "replay", str(versioned), "--format", "json")[1])
+    versions = summary.pop("pipeline_versions")
+    assert summary == _approx(whole)  # the whole input's figures, as without the split
+    docs = [json.loads(line) for line in versioned.read_bytes().splitlines()]
+    named = Counter(d.get("pipeline", {}).get("version", "none") for d in docs)
+    assert len(named) >= 5 and named["none"] > 0 and any(v.endswith("-canary") for v in named)
+    assert {v: part["events"]["processed"] for v, part in versions.items()} == named
+    # A version's figures are those of a replay of its events alone (but for the figures not split,
+    # and the new-term rate: a term is new to the vocabulary of every event before, of any version).
+    for version in ("none", next(v for v in named if v.endswith("-canary"))):
+        alone = tmp_path / f"{version}.jsonl"
+        alone.write_text("".join(json.dumps(d) + "\n" for d in docs
+                                 if d.get("pipeline", {}).get("version", "none") == version))
+        expected = json.loads(run(capsys, "replay", str(alone), "--format", "json")[1])
+        del expected["language_share"], expected["filters"], expected["new_term_rate"]
+        expected["events"] = {"processed": expected["events"]["processed"]}
+        assert 0 < versions[version].pop("new_term_rate") < 1
+        assert versions[version] == _approx(expected), version
+    status, out, _ = run(capsys, "replay", str(versioned), "--config", str(config))
+    assert status == 0 and "pipeline none: events processed" in out.replace("  ", " ")
+
+
+def test_replay_refuses_a_bad_split_setting(capsys, tmp_path, versioned):
+    config = tmp_path / "ragdrift.yaml"
+    config.write_text("windows: {by_pipeline_version: maybe}\n")
+    status, out, err = run(capsys, "replay", str(versioned), "--config", str(config))
+    assert status == 2 and out == ""
+    assert one_line_error(err).startswith("ragdrift: error: windows.by_pipeline_version: expected bool")
+
+
 # -- check-config --------------------------------------------------------------------------------
 
 

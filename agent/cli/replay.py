@@ -19,28 +19,38 @@ def add_parser(commands) -> None:
     rep.add_argument("--max-bytes", type=int, default=1 << 20, help="messages above this size are too_large")
     rep.add_argument("--sample", action="store_true",
                      help="also take the judgment sample (per week and stratum) and count security incidents")
-    rep.add_argument("--config", metavar="FILE", help="the agent's configuration, for --sample (its judgment section)")
+    rep.add_argument("--config", metavar="FILE",
+                     help="the agent's configuration: its judgment section for --sample, and windows.by_pipeline_version"
+                          " (a summary per pipeline version besides the whole)")
     rep.set_defaults(handler=replay)
 
 
 def replay(args: argparse.Namespace) -> int:
+    from agent.cli.run import settings_from
     from agent.core.config import CoreConfig
     from agent.core.judging import QueueRows, samples
     from agent.core.partitions import Outbox
+    from agent.core.pipelines import conform
     from agent.core.state import PartitionState
-    from agent.core.summary import summarize
+    from agent.core.summary import by_version, summarize
 
     at_least(args.max_bytes, 1, "--max-bytes")
-    judging, versions = _judging(args) if args.sample else (None, {})
+    settings = settings_from(args.config) if args.config else None
+    judging = _judging(settings) if args.sample else None
+    split = settings is not None and settings.windows.by_pipeline_version
     streams = [_open_input(path) for path in args.files]
-    # A batch tool over a finite input: keep every label value, so that source
+    # A batch tool over a finite input: keep every label value (and pipeline version), so that source
     # concentration is exact rather than folded into `other`.
-    state = PartitionState(CoreConfig(max_label_values=1 << 30, **versions), judging=judging)
+    state = PartitionState(CoreConfig(max_label_values=1 << 30, by_pipeline_version=split,
+                                      max_pipeline_versions=1 << 30), judging=judging)
     rejected: Counter[str] = Counter()
     rows = Outbox()  # every week's candidates, as the store would hold them
     with progress() as bar:
         run(state, _lines(streams), args.max_bytes, rejected, rows if judging is not None else None, bar.update)
-    summary = summarize(state.totals(), dict(rejected))
+    totals = state.totals()
+    summary = summarize(conform(totals, False), dict(rejected))
+    if split:
+        summary["pipeline_versions"] = by_version(totals)
     if judging is not None:
         rows.take(state)
         held = cast(QueueRows, rows.judging)
@@ -75,22 +85,12 @@ def run(state, lines: Iterator[bytes], max_bytes: int, rejected: Counter, rows=N
 ROUND = 10000
 
 
-def _judging(args: argparse.Namespace):
-    """The configuration's judgment sampling, and its split by pipeline version (the sample's strata
-    name versions as the agent's do)."""
-    from agent.cli.run import settings_from
-    from agent.core.config import PIPELINE_VERSION
+def _judging(settings):
     from agent.io.settings.agent import load
     from agent.io.settings.judgment import JudgmentSettings, judging_config
 
-    settings = settings_from(args.config) if args.config else load(None, environ={})
-    w = settings.windows
-    versions = {}
-    if w.by_pipeline_version:
-        fixed = w.labels.get(PIPELINE_VERSION)
-        versions = {"by_pipeline_version": True, "max_pipeline_versions": w.max_pipeline_versions,
-                    "label_values": {PIPELINE_VERSION: tuple(fixed)} if fixed else {}}
-    return judging_config(settings.judgment) or judging_config(JudgmentSettings()), versions
+    settings = settings or load(None, environ={})
+    return judging_config(settings.judgment) or judging_config(JudgmentSettings())
 
 
 def _sample(selections: dict) -> dict:
@@ -120,11 +120,21 @@ def _lines(streams: list[BinaryIO]) -> Iterator[bytes]:
 
 
 def _table(summary: dict) -> str:
+    rows = _rows(summary)
+    for version, part in summary.get("pipeline_versions", {}).items():
+        rows += [(f"pipeline {version}: {label}", value) for label, value in _rows(part)]
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _rows(summary: dict) -> list[tuple[str, str]]:
+    """The table's rows of a summary, or of a pipeline version's (without the figures it has not)."""
     rows: list[tuple[str, str]] = []
     events = summary["events"]
     rows.append(("events processed", str(events["processed"])))
-    rows.append(("events late", str(events["late"])))
-    for reason, count in events["rejected"].items():
+    if "late" in events:
+        rows.append(("events late", str(events["late"])))
+    for reason, count in events.get("rejected", {}).items():
         rows.append((f"rejected: {reason}", str(count)))
     for week, strata in summary.get("sample", {}).items():
         for stratum, taken in strata.items():
@@ -133,13 +143,12 @@ def _table(summary: dict) -> str:
         if key == "events" or isinstance(value, dict):
             continue
         rows.append((key.replace("_", " "), _fmt(value)))
-    for kind, shares in (("query type", summary["query_type_share"]), ("language", summary["language_share"])):
-        for name, share in shares.items():
+    for kind, key in (("query type", "query_type_share"), ("language", "language_share")):
+        for name, share in summary.get(key, {}).items():
             rows.append((f"{kind}: {name}", _fmt(share)))
-    for name, outcome in summary["filters"].items():
+    for name, outcome in summary.get("filters", {}).items():
         rows.append((f"filter {name}", ", ".join(f"{k} {v}" for k, v in outcome.items())))
-    width = max(len(label) for label, _ in rows)
-    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+    return rows
 
 
 def _fmt(value) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from agent.core.judgments.calibration import ScoreFit, interpolate
 from agent.core.tally import Counter, Tally, inc
-from agent.core.view import View
+from agent.core.view import Table, View
 
 OK = "ok"
 TOO_FEW_LABELS = "too_few_labels"
@@ -37,6 +37,7 @@ CALIBRATED = Counter("calibrated_results", ("app",), "Admitted results given a c
 UNCALIBRATED = Counter("uncalibrated_results", ("app", "reason"),
                        "Admitted results of apps with a stored calibration that none could serve, by reason.")
 METRICS = (ESTIMATED_RELEVANT, CALIBRATED, UNCALIBRATED)
+BY_REASON = Table(None, UNCALIBRATED.key)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def observe(view: View, tally: Tally) -> None:
             return  # status none: nothing to count
         found = PIPELINE_CHANGED
     if isinstance(found, str):
-        inc(tally, UNCALIBRATED.key(view.keys.app, found), len(admitted))
+        inc(tally, view.keys[BY_REASON][found], len(admitted))
         return
     x, y = found.x, found.y
     relevant = 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agent.core.tally import Buckets
+from agent.core.tally import Buckets, Family
 
 DEFAULT_BUCKETS: dict[str, tuple[float, ...]] = {
     "score": tuple(round(0.1 * i, 1) for i in range(11)),
@@ -73,6 +73,15 @@ class CoreConfig:
         if kind == "score":
             return self._score_by_app.get(app) or self._buckets["score"]
         return self._buckets[kind]
+
+    def labels_of(self, family: Family) -> tuple[str, ...]:
+        """A family's labels as its keys carry them: with the split by pipeline
+        version, `pipeline_version` right after `app` (families without an app
+        label are not split)."""
+        labels = family.labels
+        if self.by_pipeline_version and labels[:1] == ("app",):
+            return ("app", PIPELINE_VERSION, *labels[1:])
+        return labels
 
     @property
     def horizon_buckets(self) -> int:

@@ -40,7 +40,8 @@ class Context:
 
     def __init__(self) -> None:
         self.app = ""  # the event's app as the bounded label set names it
-        self.pipeline_version: str | None = None  # its pipeline version label; None unless split by version
+        # Its pipeline version label, set by the metric families while split by version, else None.
+        self.pipeline_version: str | None = None
         self.new_terms = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
         self.baseline: SharedVocabulary | None = None  # the active baseline's shared vocabulary, if any
         self.calibrations: Active | None = None  # the score calibrations in force

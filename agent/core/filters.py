@@ -8,7 +8,7 @@ OUTCOMES = Counter("filter_outcomes", ("filter", "status"), "Filter runs by stat
 REMOVED = Counter("filter_removed_chunks", ("filter",), "Chunks removed by each filter.")
 METRICS = (OUTCOMES, REMOVED)
 # Per filter label: its removed-chunks key, and its outcome key per status.
-BY_NAME = Table("filter", lambda _, name: (REMOVED.key(name), {s: OUTCOMES.key(name, s) for s in FILTER_STATUSES}),
+BY_NAME = Table("filter", lambda name: (REMOVED.key(name), {s: OUTCOMES.key(name, s) for s in FILTER_STATUSES}),
                 by_app=False)
 
 

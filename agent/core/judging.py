@@ -112,7 +112,7 @@ class JudgmentIntake(KeptAsRows):
     def observe(self, facts: Facts, ctx: Context) -> None:
         """Assess one event, offer it to the sampler, and queue its incident if any. Its stratum's
         app is `ctx.app`, the event's app as the bounded label set names it, and its version
-        `ctx.pipeline_version`, set only while the state splits by pipeline version."""
+        `ctx.pipeline_version`, set only while the metric families split by pipeline version."""
         incident = incident_of(facts)
         if incident is not None:
             self.incidents.append(incident)

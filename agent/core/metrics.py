@@ -6,18 +6,25 @@ state ("windows"), sealed buckets apart (agent/core/windows.py). What `take`
 returns is what the events since the last call added, which the agent sums
 into the process's counters after every poll (agent/runner.py); so nothing
 is left for a checkpoint's outbox, whose slot (`Counted`) holds nothing.
+
+Split by pipeline version (`CoreConfig.by_pipeline_version`), the families
+are `ByPipelineVersion`: a view per app and version label, whose keys carry
+both. Unsplit, an event costs what it did before the split existed: the
+choice is made once, by the class (`metric_families`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent.core.config import CoreConfig
+from agent.core.config import PIPELINE_VERSION, CoreConfig
 from agent.core.facts import Facts
 from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.feature import Context
 from agent.core.labels import LabelSet
+from agent.core.model import Event
+from agent.core.pipelines import NO_VERSION, conform, version_of
 from agent.core.tally import Tally, inc
 from agent.core.view import Keys, Labelled, Table, View
 from agent.core.windows import Windows
@@ -35,6 +42,25 @@ class Counted:
         pass
 
 
+class Views(dict[str, View]):
+    """Views by app label, each built on first use with the keys of its lead:
+    the app label, then `tail` (the pipeline version label, when split)."""
+
+    __slots__ = ("config", "labels", "shared", "tail")
+
+    def __init__(self, tail: tuple[str, ...], config: CoreConfig, labels: dict[str, LabelSet],
+                 shared: dict[Table, Labelled]) -> None:
+        super().__init__()
+        self.tail = tail
+        self.config = config
+        self.labels = labels
+        self.shared = shared
+
+    def __missing__(self, app: str) -> View:
+        view = self[app] = View(Keys((app, *self.tail), self.config, self.labels, self.shared))
+        return view
+
+
 class MetricFamilies:
     __slots__ = ("config", "labels", "shared", "views", "windows")
     name = "windows"
@@ -43,8 +69,8 @@ class MetricFamilies:
         self.config = config
         self.labels = labels  # the state's bounded label sets
         self.windows = Windows(config)
-        self.views: dict[str, View] = {}  # per app label, with its family keys: derived, never checkpointed
         self.shared: dict[Table, Labelled] = {}  # key tables of families without an app label, for every view
+        self.views = Views((), config, labels, self.shared)  # per app label: derived, never checkpointed
 
     def observe(self, facts: Facts, ctx: Context) -> None:
         windows = self.windows
@@ -52,15 +78,16 @@ class MetricFamilies:
         if bookkeeping:
             target[(bookkeeping,)] = target.get((bookkeeping,), 0) + 1
         ctx.watermark = windows.watermark
-        app = ctx.app
-        view = self.views.get(app)
-        if view is None:
-            view = self.views[app] = View(Keys(app, self.config, self.labels, self.shared))
+        view = self.views[ctx.app]
         view.facts, view.new_terms, view.calibrations = facts, ctx.new_terms, ctx.calibrations
         for observe in OBSERVERS:
             observe(view, target)
         if ctx.unknown_fields:
             inc(target, UNKNOWN_FIELDS.key(), ctx.unknown_fields)
+
+    def lead(self, event: Event) -> tuple[str, ...]:
+        """The leading label values of an ingested event's keys: its app label."""
+        return (self.labels["app"](event.app),)
 
     def take(self) -> Tally:
         """What the events since the last call added (`Windows.take_added`)."""
@@ -76,6 +103,88 @@ class MetricFamilies:
         return self.windows.to_dict(sealed_elsewhere)
 
     def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
+        """A state checkpointed with the split on or off is restored in the layout configured now
+        (`conform`): the buckets counted before the switch keep their sums and age out."""
         if section is None:
             raise KeyError(self.name)  # every state has its windows
-        self.windows = Windows.from_dict(self.config, section, sealed)
+        windows = self.windows = Windows.from_dict(self.config, section, sealed)
+        split = self.config.by_pipeline_version
+        windows.retired = conform(windows.retired, split)
+        windows.buckets = {index: conform(bucket, split) for index, bucket in windows.buckets.items()}
+
+
+class ByPipelineVersion(MetricFamilies):
+    """The metric families split by pipeline version: the views of each event's app and version label.
+
+    Each app learns its own versions, up to `max_pipeline_versions` (or takes
+    the configured list): the versions compared are those of one app. They are
+    checkpointed in the section, as `pipeline_versions`, so that a state
+    without the split checkpoints as before it existed."""
+
+    __slots__ = ("by_label", "versions")
+
+    def __init__(self, config: CoreConfig, labels: dict[str, LabelSet]) -> None:
+        super().__init__(config, labels)
+        self.by_label: dict[str, Views] = {}  # per version label, its views by app
+        self.versions: dict[str, Versions] = {}  # per app label
+
+    def observe(self, facts: Facts, ctx: Context) -> None:
+        app = ctx.app
+        versions = self.versions.get(app)
+        if versions is None:
+            versions = self.versions[app] = Versions(self._known(), self._views_of)
+        views = self.views = versions[version_of(facts.event)]
+        ctx.pipeline_version = views.tail[0]  # the features after the families split by the same label
+        MetricFamilies.observe(self, facts, ctx)  # not super(): no proxy built per event
+
+    def lead(self, event: Event) -> tuple[str, ...]:
+        """The app label and pipeline version label of an ingested event."""
+        app = self.labels["app"](event.app)
+        return (app, *self.versions[app][version_of(event)].tail)
+
+    def _known(self, seen: Sequence[str] = ()) -> LabelSet:
+        return LabelSet(self.config.max_pipeline_versions, self.config.label_values.get(PIPELINE_VERSION), seen)
+
+    def _views_of(self, label: str) -> Views:
+        views = self.by_label.get(label)
+        if views is None:
+            views = self.by_label[label] = Views((label,), self.config, self.labels, self.shared)
+        return views
+
+    def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
+        section = super().to_dict(sealed_elsewhere)
+        section["pipeline_versions"] = {app: v.known.to_list() for app, v in sorted(self.versions.items()) if v.known.seen}
+        return section
+
+    def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
+        super().restore(section, sealed)
+        learned = (section or {}).get("pipeline_versions", {})  # none when checkpointed without the split
+        if not isinstance(learned, dict) or not all(isinstance(seen, list) for seen in learned.values()):
+            raise TypeError("pipeline_versions: expected each app's list of versions")
+        self.versions = {app: Versions(self._known(seen), self._views_of) for app, seen in learned.items()}
+
+
+class Versions(dict[str | None, Views]):
+    """One app's views by raw pipeline version (None: the event names none):
+    those of its bounded label, `none`, the version as `known` keeps it, or
+    `other`. As in `Labelled`, only a version kept as itself is remembered, so
+    the mapping is bounded as the label set is."""
+
+    __slots__ = ("known", "views_of")
+
+    def __init__(self, known: LabelSet, views_of: Callable[[str], Views]) -> None:
+        super().__init__()
+        self.known = known  # the app's pipeline versions
+        self.views_of = views_of
+
+    def __missing__(self, version: str | None) -> Views:
+        label = NO_VERSION if version is None else self.known(version)
+        views = self.views_of(label)
+        if version is None or label == version:
+            self[version] = views
+        return views
+
+
+def metric_families(config: CoreConfig, labels: dict[str, LabelSet]) -> MetricFamilies:
+    """The metric families, split by pipeline version when configured so."""
+    return (ByPipelineVersion if config.by_pipeline_version else MetricFamilies)(config, labels)

@@ -1,8 +1,17 @@
-"""An event's pipeline version: what canary and shadow comparisons split traffic by."""
+"""An event's pipeline version, and the tally keys split by it.
+
+With `CoreConfig.by_pipeline_version`, every family with an app label carries
+a `pipeline_version` label right after `app` (agent/core/metrics.py), so that
+a canary or shadow pipeline can be compared with the stable one on every
+family. Families without an app label are not split.
+"""
 
 from __future__ import annotations
 
+from agent.core.families import FAMILIES
+from agent.core.labels import OTHER
 from agent.core.model import Event
+from agent.core.tally import Histogram, Key, Tally
 
 NO_VERSION = "none"  # the label of events that name no pipeline version
 
@@ -11,3 +20,57 @@ def version_of(event: Event) -> str | None:
     """The event's `pipeline.version` as sent, or None when it names none."""
     pipeline = event.pipeline
     return None if pipeline is None else pipeline.version
+
+
+def _unsplit_lengths() -> dict[str, int]:
+    """Key name -> its length without the split, for every key of a family with an app label."""
+    out = {}
+    for family in FAMILIES:
+        if family.labels[:1] == ("app",):
+            n = 1 + len(family.labels)
+            if isinstance(family, Histogram):
+                out.update({family.bucket_key: n + 1, family.count_key: n, family.sum_key: n})
+            else:
+                out[family.name] = n
+    return out
+
+
+_UNSPLIT = _unsplit_lengths()
+
+
+def conform(tally: Tally, split: bool) -> Tally:
+    """`tally` with its keys laid out with the split or without it: a key
+    counted without it gets `other` for its pipeline version (what it counted
+    cannot be told apart by version), one counted with it loses its version
+    (the versions of an app summed). A tally already so laid out is returned
+    as it is: its first key of a family with an app label tells."""
+    for key in tally:
+        n = _UNSPLIT.get(key[0])
+        if n is not None:
+            if (len(key) > n) == split:
+                return tally
+            break
+    else:
+        return tally
+    out: Tally = {}
+    for key, value in tally.items():
+        n = _UNSPLIT.get(key[0])
+        if n is not None and (len(key) > n) != split:
+            key = (key[0], key[1], OTHER, *key[2:]) if split else (key[0], key[1], *key[3:])
+        out[key] = out.get(key, 0) + value
+    return out
+
+
+def of_version(tally: Tally, version: str) -> Tally:
+    """The keys of one pipeline version label in a split tally, without the label."""
+    out: Tally = {}
+    for key, value in tally.items():
+        if key[0] in _UNSPLIT and key[2] == version:
+            unsplit: Key = (key[0], key[1], *key[3:])
+            out[unsplit] = out.get(unsplit, 0) + value
+    return out
+
+
+def versions_in(tally: Tally) -> list[str]:
+    """The pipeline version labels of a split tally, sorted."""
+    return sorted({key[2] for key in tally if key[0] in _UNSPLIT})

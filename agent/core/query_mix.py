@@ -10,8 +10,8 @@ LANGUAGES = Counter("query_language_retrievals", ("language",), "Events per quer
 TERMS = Counter("query_terms", ("app",), "Query-term occurrences.")
 NEW_TERMS = Counter("query_new_terms", ("app",), "Occurrences of terms not in the vocabulary.")
 METRICS = (QUERY_TYPES, LANGUAGES, TERMS, NEW_TERMS)
-BY_TYPE = Table("query_type", lambda app, query_type: QUERY_TYPES.key(app, query_type))
-BY_LANGUAGE = Table("language", lambda _, language: LANGUAGES.key(language), by_app=False)
+BY_TYPE = Table("query_type", QUERY_TYPES.key)
+BY_LANGUAGE = Table("language", LANGUAGES.key, by_app=False)
 
 
 def observe(view: View, tally: Tally) -> None:

@@ -5,7 +5,9 @@ counters (monotone: every event adds to them, nothing regroups them), its
 partitions' windows and its own health. Label values are folded here to the
 top N by volume plus `other`, and the per-window ratios and source
 concentration are computed here: per app shown (the other apps together as
-`other`), over every source.
+`other`), over every source. Split by pipeline version, the families carry
+its label (folded like the others); the ratios stay per app, over every
+version.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from agent.core import calibrated
 from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS
 from agent.core.calibrated import CALIBRATED, ESTIMATED_RELEVANT, UNCALIBRATED
 from agent.core.citations import CITABLE, CITED
-from agent.core.config import CoreConfig
+from agent.core.config import PIPELINE_VERSION, CoreConfig
 from agent.core.families import FAMILIES
 from agent.core.filters import OUTCOMES
 from agent.core.freshness import STALE_RESULTS
 from agent.core.labels import OTHER
+from agent.core.pipelines import conform
 from agent.core.query_mix import LANGUAGES, NEW_TERMS, QUERY_TYPES, TERMS
 from agent.core.reasons import REASONS
 from agent.core.sources import ADMITTED_RESULTS, concentration
@@ -36,12 +39,13 @@ VOLUME = {
     "filter": OUTCOMES.name,
     "query_type": QUERY_TYPES.name,
     "language": LANGUAGES.name,
+    PIPELINE_VERSION: RETRIEVALS.name,
 }
 EXEMPLAR_FAMILIES = frozenset((UNAUTHORIZED_RESULTS.name, UNAUTHORIZED_RETRIEVALS.name, STALE_RESULTS.name))
-_BY_NAME = {f.name: f for f in FAMILIES}
 _SUFFIXES = ("_bucket", "_sum", "_count")
 
 Shown = Mapping[str, frozenset[str]]  # label dimension -> values with their own series
+Labels = Mapping[str, tuple[str, ...]]  # family name -> its labels as its keys carry them (CoreConfig.labels_of)
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,10 @@ class Snapshot:
     counters: Tally = field(default_factory=dict)  # process-local totals, folded
     windows: dict[str, Tally] = field(default_factory=dict)  # folded
     gauges: Tally = field(default_factory=dict)  # (gauge name, *labels) -> value
-    exemplars: dict[Key, tuple[str, float]] = field(default_factory=dict)  # (family, app) -> (trace id, time)
-    apps: tuple[str, ...] = ()  # apps with traffic: their app-labelled counters are zero-filled
+    exemplars: dict[Key, tuple[str, float]] = field(default_factory=dict)  # (family, *lead) -> (trace id, time)
+    # The leading label values with traffic, the app's (and its pipeline version's, when split):
+    # the counters labelled by these alone are zero-filled for each.
+    leads: tuple[tuple[str, ...], ...] = ()
     processed: float = 0  # events processed by this process
     rejected: dict[str, int] = field(default_factory=dict)  # every reason kind, zero-filled
     health: Health = field(default_factory=Health)
@@ -100,16 +106,16 @@ class Snapshot:
     unreachable_seconds: float = 0.0
 
 
-def shown_values(volume: Tally, shown: Shown, top_n: int) -> dict[str, frozenset[str]]:
+def shown_values(volume: Tally, shown: Shown, top_n: int, labels: Labels) -> dict[str, frozenset[str]]:
     """The values each dimension shows: those shown before (sticky, so a counter
     series never moves into `other` and back, which would read as a reset),
     then the largest by volume until there are `top_n`."""
     by_dim: dict[str, dict[str, float]] = {dim: defaultdict(float) for dim in VOLUME}
     for key, value in volume.items():
-        family = _BY_NAME.get(key[0])
-        if family is None:
+        dims = labels.get(key[0])
+        if dims is None:
             continue
-        for position, dim in enumerate(family.labels, start=1):
+        for position, dim in enumerate(dims, start=1):
             if VOLUME.get(dim) == key[0]:
                 by_dim[dim][key[position]] += value
     out = {}
@@ -124,18 +130,18 @@ def shown_values(volume: Tally, shown: Shown, top_n: int) -> dict[str, frozenset
     return out
 
 
-def fold(tally: Tally, shown: Shown) -> Tally:
+def fold(tally: Tally, shown: Shown, labels: Labels) -> Tally:
     """Each label value not shown becomes `other`; what it counted is kept there."""
     out: Tally = {}
     for key, value in tally.items():
-        family = _BY_NAME.get(_family_name(key[0]))
-        if family is None:
+        dims = labels.get(_family_name(key[0]))
+        if dims is None:
             continue
-        labels = list(key[1:])
-        for i, dim in enumerate(family.labels):
-            if dim in shown and labels[i] not in shown[dim]:
-                labels[i] = OTHER
-        folded = (key[0], *labels)
+        values = list(key[1:])
+        for i, dim in enumerate(dims):
+            if dim in shown and values[i] not in shown[dim]:
+                values[i] = OTHER
+        folded = (key[0], *values)
         out[folded] = out.get(folded, 0) + value
     return out
 
@@ -178,25 +184,29 @@ class Exposition:
         self.config = config
         self.top_n = top_n
         self.shown: dict[str, frozenset[str]] = {}
+        self.labels: Labels = {f.name: config.labels_of(f) for f in FAMILIES}
+        self.unsplit: Labels = {f.name: f.labels for f in FAMILIES}
 
     def snapshot(self, counters: Tally, windows: Mapping[str, Tally], now: float,
                  exemplars: Mapping[Key, tuple[str, float]] | None = None, health: Health = Health()) -> Snapshot:
         # Rank by this process's counts and the longest window, so that values
         # restored from a checkpoint keep their names after a restart.
         longest = max(self.config.windows, key=lambda window: window[1])[0]
-        self.shown = shown_values(total([counters, windows.get(longest, {})]), self.shown, self.top_n)
-        folded = fold(counters, self.shown)
+        labels = self.labels
+        self.shown = shown_values(total([counters, windows.get(longest, {})]), self.shown, self.top_n, labels)
+        folded = fold(counters, self.shown, labels)
         last = health.last_checkpoint
         since = health.unreachable_since
         return Snapshot(
             counters=folded,
-            windows={name: fold(tally, self.shown) for name, tally in windows.items()},
+            windows={name: fold(tally, self.shown, labels) for name, tally in windows.items()},
             # Per-app ratios over the apps shown (the rest as one `other`), so that every app-labelled
             # family shows at most top_n apps whatever each partition's label set kept; sources stay
-            # unfolded, since concentration is computed over all of them.
-            gauges=derived({name: fold(tally, {"app": self.shown["app"]}) for name, tally in windows.items()}),
+            # unfolded, since concentration is computed over all of them; pipeline versions summed.
+            gauges=derived({name: fold(conform(tally, False), {"app": self.shown["app"]}, self.unsplit)
+                            for name, tally in windows.items()}),
             exemplars={k: v for k, v in (exemplars or {}).items() if k[0] in EXEMPLAR_FAMILIES},
-            apps=tuple(sorted({k[1] for k in folded if k[0] == RETRIEVALS.name})),
+            leads=tuple(sorted({k[1:] for k in folded if k[0] == RETRIEVALS.name})),
             processed=sum(v for k, v in counters.items() if k[0] == RETRIEVALS.name),
             rejected={reason: health.rejected.get(reason, 0) for reason in REASONS},
             health=health,

@@ -23,14 +23,13 @@ from types import MappingProxyType
 from typing import Any
 
 from agent.core.calibrated import Active
-from agent.core.config import LABEL_DIMENSIONS, PIPELINE_VERSION, CoreConfig
+from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.facts import Facts, facts_of
 from agent.core.feature import Configuration, Context, Feature
 from agent.core.labels import LabelSet
-from agent.core.metrics import MetricFamilies
+from agent.core.metrics import MetricFamilies, metric_families
 from agent.core.model import Event
-from agent.core.pipelines import NO_VERSION, version_of
 from agent.core.tally import Tally, total
 from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
@@ -63,13 +62,12 @@ class PartitionState:
         builds a fresh one (`partition()`). Two features of one name raise ValueError."""
         self.config = config
         self.context = Context()
-        # Not None only while split by pipeline version: `ingest` then sets it per event, and tells the
-        # two apart by it (a slot of the context is cheaper to read than anything of the state).
-        self.context.pipeline_version = NO_VERSION if config.by_pipeline_version else None
         self.context.baseline = baseline
-        self.labels = {dim: _label_set(config, dim) for dim in _dimensions(config)}
+        self.labels = {
+            dim: LabelSet(config.max_label_values, config.label_values.get(dim)) for dim in LABEL_DIMENSIONS
+        }
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
-        self.metrics = MetricFamilies(config, self.labels)
+        self.metrics: MetricFamilies = metric_families(config, self.labels)
         made = {name: c.partition() for name, c in configs.items() if c is not None}
         if any(f.name != name for name, f in made.items()):
             raise TypeError(f"a configuration not given by its feature's name: {sorted(made)}")
@@ -128,9 +126,6 @@ class PartitionState:
             new_terms = (self.vocabulary if baseline is None else baseline.vocabulary).add_all(terms)
         ctx.new_terms = new_terms
         ctx.app = self.labels["app"](event.app)
-        if ctx.pipeline_version is not None:  # `none` is no learned version: it takes no place in the bound
-            version = version_of(event)
-            ctx.pipeline_version = NO_VERSION if version is None else self.labels[PIPELINE_VERSION](version)
         ctx.now = now
         ctx.unknown_fields = unknown_fields
         for observe in self.observers:
@@ -181,24 +176,13 @@ class PartitionState:
         state = cls(config, None if version is None else baselines[version], features, **configs)
         try:
             for dim, seen in data["labels"].items():
-                state.labels[dim] = _label_set(config, dim, seen)
+                state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
             state.vocabulary = Vocabulary.from_dict(data["vocabulary"])
             for name, feature in state.features.items():
                 feature.restore(data.get(name), sealed)
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"damaged state: {exc!r}") from None
         return state
-
-
-def _dimensions(config: CoreConfig) -> tuple[str, ...]:
-    """The label dimensions a state bounds: the pipeline version's only while split by it (so a state
-    that does not split checkpoints as before)."""
-    return (*LABEL_DIMENSIONS, PIPELINE_VERSION) if config.by_pipeline_version else LABEL_DIMENSIONS
-
-
-def _label_set(config: CoreConfig, dim: str, seen: Sequence[str] = ()) -> LabelSet:
-    limit = config.max_pipeline_versions if dim == PIPELINE_VERSION else config.max_label_values
-    return LabelSet(limit, config.label_values.get(dim), seen)
 
 
 # Names a feature may not take: the checkpoint's own keys, and the state's attributes (a feature is

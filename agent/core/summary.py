@@ -1,4 +1,4 @@
-"""The whole-input summary `ragdrift replay` prints, from a totals tally."""
+"""The whole-input summary `ragdrift replay` prints, from a totals tally (and one per pipeline version)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from agent.core.access import UNAUTHORIZED_RESULTS, UNAUTHORIZED_RETRIEVALS, UNA
 from agent.core.families import LATE_EVENTS
 from agent.core.filters import OUTCOMES, REMOVED
 from agent.core.freshness import AGE, NOT_YET_EFFECTIVE, STALE_CONFLICTS, STALE_RESULTS
+from agent.core.pipelines import of_version, versions_in
 from agent.core.query_mix import LANGUAGES, NEW_TERMS, QUERY_TYPES, TERMS
 from agent.core.scores import ADMITTED, GAP, TOP1
 from agent.core.sources import ADMITTED_RESULTS, DIVERSITY, DUPLICATES, concentration
@@ -83,3 +84,16 @@ def summarize(totals: Tally, rejected: dict[str, int]) -> dict[str, Any]:
         "new_term_rate": _ratio(_sum(totals, NEW_TERMS.name), _sum(totals, TERMS.name)),
         "filters": dict(sorted(filters.items())),
     }
+
+
+def by_version(totals: Tally) -> dict[str, dict[str, Any]]:
+    """The summary of each pipeline version label in a tally split by it, but for
+    the figures of families without an app label, which are not split: late
+    events, rejected messages, languages and filters."""
+    out = {}
+    for version in versions_in(totals):
+        summary = summarize(of_version(totals, version), {})
+        del summary["language_share"], summary["filters"]
+        summary["events"] = {"processed": summary["events"]["processed"]}
+        out[version] = summary
+    return out

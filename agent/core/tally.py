@@ -47,10 +47,10 @@ class Histogram:
         object.__setattr__(self, "count_key", self.name + "_count")
         object.__setattr__(self, "sum_key", self.name + "_sum")
 
-    def keys(self, label: str, buckets: Buckets) -> HistogramKeys:
-        """Every key of one label value, built once."""
-        return HistogramKeys(buckets.bounds, tuple((self.bucket_key, label, le) for le in buckets.labels),
-                    (self.count_key, label), (self.sum_key, label))
+    def keys(self, labels: tuple[str, ...], buckets: Buckets) -> HistogramKeys:
+        """Every key of one value of each of its labels, built once."""
+        return HistogramKeys(buckets.bounds, tuple((self.bucket_key, *labels, le) for le in buckets.labels),
+                             (self.count_key, *labels), (self.sum_key, *labels))
 
 
 @dataclass(frozen=True, slots=True)

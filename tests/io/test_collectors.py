@@ -3,6 +3,7 @@ metrics server (text, OpenMetrics, health, readiness, TLS)."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import ssl
 import subprocess
@@ -486,3 +487,103 @@ def test_tls_an_idle_connection_does_not_block_other_scrapes(tls_server):
     server, context = tls_server
     with socket.create_connection(("127.0.0.1", server.port)):
         assert get(f"https://127.0.0.1:{server.port}/healthz", context=context)[0] == 200
+
+
+# -- split by pipeline version ------------------------------------------------------------------
+
+SPLIT = dataclasses.replace(CONFIG, by_pipeline_version=True)
+CANARY = "hr-rag-2026.01.0-canary"  # the synthetic hr-assistant's canary, in traffic during score-drift
+
+
+@pytest.fixture(scope="module")
+def split_published():
+    """The same traffic with and without the split, each published: a canary beside a stable pipeline."""
+    incidents = ("leak@2", "stale@4", "score-drift@0")
+    out = []
+    for config in (SPLIT, CONFIG):
+        snap = snapshot_of(states(config, incidents), config)
+        c, registry = collector(config)
+        c.publish(snap.counters, snap.windows)
+        out += [snap, registry]
+    return out
+
+
+def _by_app(registry: CollectorRegistry) -> dict[tuple[str, frozenset], float]:
+    """One scrape with the pipeline version summed away."""
+    out: dict[tuple[str, frozenset], float] = defaultdict(float)
+    for s in samples(registry):
+        out[(s.name, frozenset((k, v) for k, v in s.labels.items() if k != "pipeline_version"))] += s.value
+    return out
+
+
+def test_metrics_carry_the_pipeline_version_after_the_app(split_published):
+    snap, registry, _, _ = split_published
+    checks = Checks()
+    server = MetricsServer(registry, "127.0.0.1", 0, checks.health, checks.ready).start()
+    try:
+        status, _, body = get(f"http://127.0.0.1:{server.port}/metrics")
+    finally:
+        server.stop()
+    assert status == 200
+    canary = snap.counters[("retrievals", "hr-assistant", CANARY)]
+    stable = snap.counters[("retrievals", "hr-assistant", "hr-rag-2025.12.3")]
+    assert canary > 0 and stable > canary
+    lines = set(body.splitlines())
+    assert f'ragdrift_retrievals_total{{app="hr-assistant",pipeline_version="{CANARY}"}} {float(canary)}' in lines
+    assert any(x.startswith(f'ragdrift_top1_score_bucket{{app="hr-assistant",le="0.5",pipeline_version="{CANARY}"}}')
+               for x in lines)  # the text format sorts the labels
+    assert any(x.startswith('ragdrift_admitted_results_total{app="hr-assistant",pipeline_version="hr-rag-2025.12.3",'
+                            'source="') for x in lines)
+    assert any(x.startswith(f'ragdrift_window_retrievals{{app="hr-assistant",pipeline_version="{CANARY}",window="1h"}}')
+               for x in lines)
+    # Families without an app label, and the per-app ratios, are not split.
+    for name in ("ragdrift_query_language_retrievals_total{", "ragdrift_filter_outcomes_total{",
+                 "ragdrift_window_zero_result_ratio{", "ragdrift_window_source_hhi_ratio{"):
+        found = [x for x in lines if x.startswith(name)]
+        assert found and not any("pipeline_version" in x for x in found), name
+    # Histograms keep the app's score buckets.
+    les = {s.labels["le"] for s in samples(registry)
+           if s.name == "ragdrift_top1_score_bucket" and s.labels["app"] == "docs-search"}
+    assert les == set(SPLIT.buckets_for("score", "docs-search").labels)
+
+
+def test_the_split_sums_to_the_unsplit_series(split_published):
+    _, split_registry, _, registry = split_published
+    summed, plain = _by_app(split_registry), by_key(registry)
+    assert summed.keys() == plain.keys()
+    for key, value in plain.items():
+        assert summed[key] == pytest.approx(value), key
+
+
+def test_app_counters_are_zero_filled_per_app_and_pipeline_version(split_published):
+    snap, registry, _, _ = split_published
+    leads = {k[1:] for k in snap.counters if k[0] == "retrievals"}
+    assert ("hr-assistant", CANARY) in leads and len(leads) == 5  # three apps, two of them with a canary
+    zero_filled = 0
+    for family in FAMILIES:
+        if isinstance(family, Counter) and family.labels == ("app",):
+            for app, version in leads:
+                value = registry.get_sample_value(f"ragdrift_{family.name}_total",
+                                                  {"app": app, "pipeline_version": version})
+                assert value == snap.counters.get((family.name, app, version), 0), (family.name, app, version)
+                zero_filled += (family.name, app, version) not in snap.counters
+    assert zero_filled > 0
+    assert registry.get_sample_value("ragdrift_retrievals_total", {"app": "docs-search", "pipeline_version": CANARY}) \
+        is None  # a pair without traffic gets no series
+
+
+def test_pipeline_versions_beyond_the_top_n_fold_into_other():
+    c, registry = collector(SPLIT, top_n=2)
+    volumes = {"v1": 40, "v2": 30, "v3": 5, "none": 2}
+    c.publish(counters={("retrievals", "app", version): n for version, n in volumes.items()})
+    shown = {s.labels["pipeline_version"]: s.value for s in samples(registry) if s.name == "ragdrift_retrievals_total"}
+    assert shown == {"v1": 40, "v2": 30, "other": 7}
+
+
+def test_exemplars_name_the_pipeline_version(split_published):
+    snap, _, _, _ = split_published
+    c, registry = collector(SPLIT)
+    c.publish(counters=snap.counters, exemplars={("unauthorized_results", "hr-assistant", "hr-rag-2025.12.3"): (TRACE, 1.0)})
+    line = next(x for x in openmetrics_latest(registry).decode().splitlines()
+                if x.startswith('ragdrift_unauthorized_results_total{app="hr-assistant",pipeline_version="hr-rag-2025.12.3"}'))
+    assert TRACE in line

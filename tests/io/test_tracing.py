@@ -18,7 +18,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from agent import synth
 from agent.demo.process import wait_until
-from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
+from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings, WindowSettings
 from agent.io.store.database import Store
 from agent.io.tracing import provider, remote_context
 from agent.runner import MAX_LINKS
@@ -117,9 +117,10 @@ def _unauthorized(doc: dict) -> bool:
     )
 
 
-@pytest.fixture
-def running_agent(broker, make_topic, group_id, tmp_path, monkeypatch):
-    """A wired agent consuming in a thread, with spans kept in memory."""
+@pytest.fixture(params=[False, True], ids=["unsplit", "by-pipeline-version"])
+def running_agent(request, broker, make_topic, group_id, tmp_path, monkeypatch):
+    """A wired agent consuming in a thread, with spans kept in memory; its families split by
+    pipeline version or not."""
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     topic, dlq = make_topic(1, "retrievals"), make_topic(1, "dlq")
     url = f"sqlite:///{tmp_path}/state.db"
@@ -129,6 +130,7 @@ def running_agent(broker, make_topic, group_id, tmp_path, monkeypatch):
                             poll_timeout_ms=200),
         store=StoreSettings(url=url, checkpoint_interval_seconds=0.5),
         metrics=MetricsSettings(address="127.0.0.1", port=0, snapshot_interval_seconds=0.2),
+        windows=WindowSettings(by_pipeline_version=request.param),
     )
     exporter = InMemorySpanExporter()
     running = build(settings, tracer_provider=provider(exporter, processor=SimpleSpanProcessor))
@@ -196,13 +198,14 @@ def test_agent_spans_link_producers_and_exemplars_carry_their_trace_ids(broker, 
 
     wait_until(lambda: stored_offset() == len(lines), 30, 0.05, "checkpoint of every message")
 
-    # The unauthorized counters carry, per app, the trace id of the latest
-    # unauthorized event that had one.
-    latest: dict[str, str] = {}
+    # The unauthorized counters carry, per app (and pipeline version, when split), the trace id
+    # of the latest unauthorized event that had one.
+    split = running.agent.core.by_pipeline_version
+    latest: dict[tuple, str] = {}
     for line, trace in zip(lines, traces):
         doc = orjson.loads(line)
         if trace is not None and _unauthorized(doc):
-            latest[doc["app"]] = trace
+            latest[(doc["app"], doc["pipeline"]["version"]) if split else (doc["app"],)] = trace
     assert latest, "the leak incident should produce unauthorized results"
 
     def exemplars():
@@ -214,7 +217,8 @@ def test_agent_spans_link_producers_and_exemplars_carry_their_trace_ids(broker, 
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 if s.name == "ragdrift_unauthorized_results_total" and s.exemplar is not None:
-                    found[s.labels["app"]] = s.exemplar.labels["trace_id"]
+                    lead = (s.labels["app"], s.labels["pipeline_version"]) if split else (s.labels["app"],)
+                    found[lead] = s.exemplar.labels["trace_id"]
         return found
 
     wait_until(lambda: exemplars() == latest, 30, 0.1, f"exemplars {latest}")

@@ -15,8 +15,8 @@ producer bug or an attack sending thousands of app names then adds at most
 that many rows per day and feature, not one per name. Within that bound the
 counts do not depend on how the stream was partitioned.
 
-Split by pipeline version (the state sets `ctx.pipeline_version`, the bounded
-version label), a partition counts per (day, app, version) under the key
+Split by pipeline version (the metric families set `ctx.pipeline_version`,
+the app's bounded version label), a partition counts per (day, app, version) under the key
 `app|version` where the app alone stood: no app name holds "|", so the key
 tells both back (`app_version`). Readers sum each app's versions unless they
 ask for them apart (`counts_of(..., split=True)`, `by_version`): a baseline

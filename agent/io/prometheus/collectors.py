@@ -29,6 +29,7 @@ from agent.core.labels import OTHER
 from agent.core.reasons import REASONS
 from agent.core.snapshot import GAUGES, Health, Snapshot
 from agent.core.tally import Counter, Histogram, Tally
+from agent.core.zero_results import RETRIEVALS
 
 PREFIX = "ragdrift_"
 
@@ -57,6 +58,8 @@ class RetrievalCollector:
     def __init__(self, config: CoreConfig, latest: Latest):
         self.config = config
         self.latest = latest
+        self.labels = {family: config.labels_of(family) for family in FAMILIES}  # with pipeline_version, if split
+        self.lead = config.labels_of(RETRIEVALS)  # the labels of the counters zero-filled for each `leads` entry
 
     def describe(self) -> Iterator[Metric]:
         return self._render(Snapshot())
@@ -73,13 +76,14 @@ class RetrievalCollector:
                 yield self._histogram(family, counters)
         windows = {window: _grouped(tally) for window, tally in snap.windows.items()}
         for family in FAMILIES:
+            labels = self.labels[family]
             if isinstance(family, Counter):
                 if family.windowed:
-                    yield _window_gauge(family.name, family.help, family.labels, windows)
+                    yield _window_gauge(family.name, family.help, labels, windows)
             else:
-                yield _window_gauge(f"{family.name}_sum", f"Sum of {family.name} in the window.", family.labels, windows)
+                yield _window_gauge(f"{family.name}_sum", f"Sum of {family.name} in the window.", labels, windows)
                 yield _window_gauge(f"{family.name}_count", f"Observations of {family.name} in the window.",
-                                    family.labels, windows)
+                                    labels, windows)
         gauges = _grouped(snap.gauges)
         for gauge in GAUGES:
             metric = GaugeMetricFamily(PREFIX + gauge.name, gauge.help, labels=gauge.labels)
@@ -88,11 +92,12 @@ class RetrievalCollector:
             yield metric
 
     def _counter(self, family: Counter, series, snap: Snapshot) -> Metric:
-        metric = CounterMetricFamily(PREFIX + family.name, family.help, labels=family.labels)
+        labels = self.labels[family]
+        metric = CounterMetricFamily(PREFIX + family.name, family.help, labels=labels)
         values = dict(series)
-        if family.labels == ("app",):  # zero-filled for every app with traffic
-            values = {**{(app,): 0 for app in snap.apps}, **values}
-        elif not family.labels:
+        if labels == self.lead:  # zero-filled for every app (and pipeline version) with traffic
+            values = {**dict.fromkeys(snap.leads, 0), **values}
+        elif not labels:
             values.setdefault((), 0)
         exemplars = snap.exemplars
         for labels, value in sorted(values.items()):
@@ -102,7 +107,7 @@ class RetrievalCollector:
         return metric
 
     def _histogram(self, family: Histogram, counters: dict[str, list]) -> Metric:
-        metric = HistogramMetricFamily(PREFIX + family.name, family.help, labels=family.labels)
+        metric = HistogramMetricFamily(PREFIX + family.name, family.help, labels=self.labels[family])
         counts: dict[tuple, dict[str, float]] = defaultdict(dict)
         for labels, value in counters.get(family.bucket_key, ()):
             counts[labels[:-1]][labels[-1]] = value
