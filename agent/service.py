@@ -19,6 +19,7 @@ from agent.io.features import Wiring, built, tables_of
 from agent.io.features.calibration import ScoreCalibrations
 from agent.io.features.drift import Drift
 from agent.io.features.judgment import Judgment
+from agent.io.features.live_gate import LiveGate
 from agent.io.kafka import broker
 from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
 from agent.io.prometheus.endpoint import MetricsServer
@@ -36,6 +37,7 @@ FEATURES = (
     Judgment,
     Drift,
     ScoreCalibrations,
+    LiveGate,
 )
 # The jobs (agent/jobs) a feature runs, which io may not import, by the name it looks each up by.
 JOBS = {WEEKLY: scheduled}

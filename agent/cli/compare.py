@@ -1,4 +1,5 @@
-"""`ragdrift compare QRELS RUN_A RUN_B K`: the release gate, a candidate run against a baseline over the same qrels."""
+"""`ragdrift compare QRELS RUN_A RUN_B K`: the release gate, a candidate run against a baseline over the same qrels;
+with `--live`, two pipeline versions over the agent's stored traffic (agent/cli/compare_live.py)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,24 @@ def add_parser(commands) -> None:
         description="Paired differences with bootstrap intervals, slices, hard gates (unauthorized, stale, "
                     "evidence) and a verdict. Exit status 0 pass, 1 fail or not enough data, 2 bad input.",
     )
-    compare.add_argument("qrels", metavar="QRELS", help="the graded judgments (as for evaluate)")
-    compare.add_argument("run_a", metavar="RUN_A", help="the baseline run")
-    compare.add_argument("run_b", metavar="RUN_B", help="the candidate run")
-    compare.add_argument("k", metavar="K", type=int, help="the cutoff")
+    compare.add_argument("qrels", metavar="QRELS", nargs="?", help="the graded judgments (as for evaluate)")
+    compare.add_argument("run_a", metavar="RUN_A", nargs="?", help="the baseline run")
+    compare.add_argument("run_b", metavar="RUN_B", nargs="?", help="the candidate run")
+    compare.add_argument("k", metavar="K", nargs="?", type=int, help="the cutoff")
     compare.add_argument("--policy", choices=("seed", "trec"), default="seed", help="metric conventions, as for evaluate")
     compare.add_argument("--slices", metavar="FILE", help="JSON {query: {dimension: label}}")
     compare.add_argument("--evidence", metavar="FILE", help="JSON {query: [[doc, ...], ...]}: evidence groups")
     compare.add_argument("--gate", metavar="FILE", help="JSON thresholds (docs/judgments.md lists keys and defaults)")
     compare.add_argument("--format", choices=("table", "json", "md"), default="table")
+    live = compare.add_argument_group("live", "compare two pipeline versions over the agent's stored traffic "
+                                              "(docs/judgments.md, \"The live release gate\")")
+    live.add_argument("--live", action="store_true", help="gate a canary or shadow version on stored traffic")
+    live.add_argument("--pipeline", action="append", metavar="VERSION",
+                      help="twice: the stable version, then the candidate")
+    live.add_argument("--from", dest="first", metavar="YYYY-MM-DD", help="first UTC day of the window")
+    live.add_argument("--to", dest="last", metavar="YYYY-MM-DD", help="last UTC day (default: the newest stored)")
+    live.add_argument("--app", help="only this app (default: every app, each a slice)")
+    live.add_argument("--config", metavar="FILE", help="the agent's YAML configuration (store and live_gate)")
     compare.set_defaults(handler=run_compare)
 
 
@@ -35,6 +45,14 @@ def run_compare(args: argparse.Namespace) -> int:
     from agent.core.judgments.formats import FormatError, parse_qrels
     from agent.core.judgments.runs import parse_any_run
 
+    if args.live:
+        from agent.cli.compare_live import run_live
+
+        return run_live(args)
+    if args.k is None:
+        raise UsageError("compare needs QRELS RUN_A RUN_B K, or --live with --pipeline twice")
+    if args.pipeline or args.first or args.last or args.app or args.config:
+        raise UsageError("--pipeline, --from, --to, --app and --config go with --live")
     if args.k < 1:
         raise UsageError(f"K must be at least 1, got {args.k}")
     texts = {name: _read(path) for name, path in (("qrels", args.qrels), ("a", args.run_a), ("b", args.run_b))}

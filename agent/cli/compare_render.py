@@ -16,10 +16,16 @@ def render(report: dict, *, markdown: bool) -> str:
                                   for name, found in report["versions"].items()]
     sets = report["queries"]
     lines += title(f"queries compared: {sets['compared']}") + [
-        f"{item}{name}: {found['count']}" + (f" (e.g. {', '.join(found['sample'])})" if found["sample"] else "")
+        f"{item}{name}: " + (found if isinstance(found, str) else f"{found['count']}" + (
+            f" (e.g. {', '.join(found['sample'])})" if found["sample"] else ""))
         for name, found in sets.items() if name != "compared"]
-    columns = ("metric", "n", "a", "b", "delta", "low", "high", "margin", "outcome")
-    lines += title("metrics (delta = candidate - baseline, paired bootstrap interval)")
+    columns: tuple[str, ...] = ("metric", "n", "a", "b", "delta", "low", "high", "margin", "outcome")
+    if "material" in report:  # the live gate: margins from the stable version's day-to-day variation
+        lines += title("material (from the stable version's day-to-day variation)")
+        lines += _table(("metric", "days", "day_sd", "threshold", "rule"), report["material"], markdown)
+        columns = (*columns[:-1], "interval", "outcome")
+    lines += title("metrics (delta = candidate - baseline, " + (
+        "bootstrap interval paired or not as its column says)" if "material" in report else "paired bootstrap interval)"))
     lines += _table(columns, [{**row, "metric": row["metric"] + ("" if row["gated"] else " (not gated)")}
                               for row in report["metrics"]], markdown)
     if report["slices"]:
@@ -28,6 +34,8 @@ def render(report: dict, *, markdown: bool) -> str:
     lines += _table(("gate", "max", "baseline", "candidate", "new", "counted", "outcome"), report["hardGates"], markdown)
     lines += [f"{item}{row['gate']}: " + ", ".join(f"{key} {value}" for key, value in example.items())
               for row in report["hardGates"] for example in row.get("examples", [])]
+    if "worst" not in report:  # the live gate lists no single queries
+        return "\n".join(lines)
     worst = report["worst"]
     for name in ("losses", "wins"):
         lines += title(f"largest {name} by {worst['metric']}")

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from agent.core.compare import (
     GATED,
@@ -69,21 +70,34 @@ def test_hard_gates_count_served_facts():
     assert report["verdict"] == "fail" and report["reasons"][:2] == ["unauthorized: 1 > 0", "newStale: 1 > 0"]
 
 
+def _expanded_percentile(differences, draws):
+    """By hand: the means of the drawn queries' differences, read at the tail whose normal quantile
+    is minus Student's t quantile (n - 1 degrees of freedom) times `stretch`."""
+    n = differences.size
+    means = differences[draws].mean(axis=1)
+    stretch = 1.0 if draws.shape[1] < n else math.sqrt(n / (n - 1))  # n draws: Hesterberg's own factor
+    tail = stats.norm.cdf(-stretch * stats.t.ppf(0.975, n - 1))
+    return np.percentile(means, [100 * tail, 100 * (1 - tail)])
+
+
 def test_the_paired_interval_is_a_direct_bootstrap_of_the_pairs():
     rng = np.random.default_rng(3)
-    a = rng.random(150)
-    b = np.clip(a + rng.normal(0.02, 0.2, 150), 0, 1)
-    settings = PairedSettings(resamples=3000, seed=9)
-    found = paired_interval(a, b, settings)
-    # directly: draw queries (n - 1 of n, the rescaled bootstrap), both runs' values of a query together
-    draws = np.random.default_rng(9).integers(0, a.size, size=(3000, a.size - 1))
-    means = b[draws].mean(axis=1) - a[draws].mean(axis=1)
-    assert (found.low, found.high) == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])), abs=1e-12)
-    assert found.estimate == pytest.approx(b.mean() - a.mean())
-    # and a textbook bootstrap (n draws, another generator, many resamples) agrees to Monte Carlo error
-    draws = np.random.default_rng(1).integers(0, a.size, size=(40000, a.size))
-    textbook = np.percentile(b[draws].mean(axis=1) - a[draws].mean(axis=1), [2.5, 97.5])
-    assert (found.low, found.high) == pytest.approx(tuple(textbook), abs=0.004)
+    for n in (25, 150):
+        a = rng.random(n)
+        b = np.clip(a + rng.normal(0.02, 0.2, n), 0, 1)
+        found = paired_interval(a, b, PairedSettings(resamples=20000, seed=9))
+        # directly: draw queries (n - 1 of n, the rescaled bootstrap), both runs' values of a query together
+        draws = np.random.default_rng(9).integers(0, n, size=(20000, n - 1))
+        assert (found.low, found.high) == pytest.approx(tuple(_expanded_percentile(b - a, draws)), abs=1e-12)
+        assert found.estimate == pytest.approx(b.mean() - a.mean())
+        # Hesterberg's own form (n draws, the tail's quantile also stretched by sqrt(n / (n - 1)); another
+        # generator, many resamples) agrees to Monte Carlo error
+        draws = np.random.default_rng(1).integers(0, n, size=(40000, n))
+        assert (found.low, found.high) == pytest.approx(tuple(_expanded_percentile(b - a, draws)), abs=0.004)
+        # and both are wider than the plain percentile interval, by about t / z
+        plain = np.percentile((b - a)[draws].mean(axis=1), [2.5, 97.5])
+        widened = (found.high - found.low) / (plain[1] - plain[0])
+        assert widened == pytest.approx(stats.t.ppf(0.975, n - 1) / 1.96 * math.sqrt(n / (n - 1)), abs=0.03)
 
 
 def _population(kind: str, effect: float, rng: np.random.Generator, size: int = 100_000):
@@ -94,35 +108,56 @@ def _population(kind: str, effect: float, rng: np.random.Generator, size: int = 
     if kind == "precision@5-like":
         p = rng.beta(2, 2, size)
         return rng.binomial(5, p) / 5, rng.binomial(5, np.clip(p + effect, 0, 1)) / 5
+    if kind == "reciprocal-rank-like":  # 1 / the first relevant rank (0 past 10); the candidate reranks a third
+        p = rng.beta(1.2, 2, size)
+
+        def reciprocal_rank(q):
+            rank = np.ceil(np.log(rng.random(size)) / np.log1p(-np.clip(q, 0.01, 0.99)))
+            return np.where(rank <= 10, 1 / np.maximum(rank, 1), 0.0)
+
+        a = reciprocal_rank(p)
+        return a, np.where(rng.random(size) < 1 / 3, reciprocal_rank(p + 3 * effect), a)
     a = (rng.random(size) < 0.6).astype(float)  # hit-like: the candidate flips some queries
     flip = rng.random(size) < 0.1 + abs(effect)
     return a, np.where(flip, (rng.random(size) < 0.6 + effect).astype(float), a)
 
 
+KINDS = ("nDCG-like", "precision@5-like", "reciprocal-rank-like", "hit-like")
+FEW_DIFFER = {("reciprocal-rank-like", 30), ("hit-like", 30)}  # a few of 30 queries differ: no bar held
+
+
 def test_paired_intervals_cover_the_true_difference():
-    """For each of nine populations (three metric shapes, three true effects), 200 simulated
-    comparisons of 200 queries: the share of 95 % intervals holding the population's true mean
-    difference. 200 comparisons measure a coverage to about +-1.5 points (one row in nine
-    falling 3 points short is expected), so the bar of 94 % is held by all 1800 together, and
-    each row only has to clear 85 %: a population the interval gets wrong falls far below that."""
+    """For each of twelve populations (four metric shapes, three true effects) and 30 (the gate's
+    min_queries) or 200 queries, 200 simulated comparisons: the share of 95 % intervals holding the
+    population's true mean difference, and how many queries differ between the runs on average.
+
+    200 comparisons measure a coverage to +-1.5 points: a row whose intervals hold 95 % of the time
+    falls under 94 % one time in five, under 88.5 % one time in 5000. So every row must clear 88.5 %
+    and all of them together 94 %. Where only 2 to 7 of 30 queries differ (reciprocal rank when a
+    third of the queries are reranked, a hit rate that a tenth of the queries may flip) no interval
+    built from the sample holds 95 %: a sample whose few differing queries all went one way shows no
+    spread on the other side (percentile, BCa and bootstrap-t intervals hold 50 % to 93 % there, a
+    t interval 63 % to 96 %). Those rows are printed and marked, not held to the bar."""
     rng = np.random.default_rng(0)
-    print("\npopulation         effect  comparisons  coverage  mean width")
-    every = []
-    for kind in ("nDCG-like", "precision@5-like", "hit-like"):
+    print("\npopulation            effect  queries  differing  comparisons  coverage  mean width")
+    held = []
+    for kind in KINDS:
         for effect in (-0.05, 0.0, 0.03):
             a, b = _population(kind, effect, rng)
             true = (b - a).mean()
-            covered, widths = [], []
-            for trial in range(200):
-                drawn = rng.integers(0, a.size, 200)
-                found = paired_interval(a[drawn], b[drawn], PairedSettings(seed=trial))
-                covered.append(found.low <= true <= found.high)
-                widths.append(found.high - found.low)
-            print(f"{kind:<18} {effect:>+6.2f}  {len(covered):>11}  {np.mean(covered):>8.3f}  {np.mean(widths):>10.4f}")
-            assert np.mean(covered) >= 0.85, (kind, effect)
-            every += covered
-    print(f"{'all':<18} {'':>6}  {len(every):>11}  {np.mean(every):>8.3f}")
-    assert np.mean(every) >= 0.94
+            for n in (30, 200):
+                drawn = rng.integers(0, a.size, (200, n))
+                found = [paired_interval(a[d], b[d], PairedSettings(seed=trial)) for trial, d in enumerate(drawn)]
+                covered = np.mean([f.low <= true <= f.high for f in found])
+                differing = np.mean(a[drawn] != b[drawn]) * n
+                few = (kind, n) in FEW_DIFFER
+                print(f"{kind:<21} {effect:>+6.2f}  {n:>7}  {differing:>9.1f}  {len(found):>11}  {covered:>8.3f}  "
+                      f"{np.mean([f.high - f.low for f in found]):>10.4f}{'  (few differ: not held)' if few else ''}")
+                if not few:
+                    assert covered >= 0.885, (kind, effect, n)
+                    held.append(covered)
+    print(f"{'held rows':<21} {'':>6}  {'':>7}  {'':>9}  {200 * len(held):>11}  {np.mean(held):>8.3f}")
+    assert np.mean(held) >= 0.94
 
 
 def test_what_counts_as_material():

@@ -6,11 +6,22 @@ query travel together (agent/core/judgments/bootstrap.py does the drawing,
 n - 1 draws of n rescaled). Each interval gets its own generator from the
 fixed seed, so a figure does not depend on which figures came before it.
 
+The interval is Hesterberg's expanded percentile interval: the resampled
+means read at the tail whose normal quantile is Student's t quantile with
+n - 1 degrees of freedom (at 95 %: Phi(-t) = 0.020 instead of 0.025 at 30
+queries, 0.024 at 200, 0.003 at 5). A plain percentile interval is too
+narrow at a few dozen queries, as a normal interval is next to a t
+interval: over 30 queries of nDCG- or precision-like values its 95 % held
+the true difference 93.6 % of the time, the expanded one 94.7 % (see
+docs/judgments.md). The other half of Hesterberg's expansion,
+sqrt(n / (n - 1)), is already in the rescaled n - 1 draws. Judgment reports
+keep the plain percentile interval.
+
 Material: a difference is material when it is larger than the baseline's own
 sampling spread over the same queries, m = max(min_margin, margin_factor x the
-half-width of the baseline mean's bootstrap interval). A slice of 40 queries
-thus needs a larger drop than all 400 before it counts, and a metric every
-query agrees on gets the floor instead of zero.
+half-width of the baseline mean's interval, an expanded one too). A slice of
+40 queries thus needs a larger drop than all 400 before it counts, and a
+metric every query agrees on gets the floor instead of zero.
 """
 
 from __future__ import annotations
@@ -18,8 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtr, stdtrit
 
-from agent.core.judgments.bootstrap import Interval, bootstrap_interval
+from agent.core.judgments.bootstrap import Interval, resampled_means
 
 PASS, FAIL, INCONCLUSIVE, TOO_FEW, NOT_MEASURED = "pass", "fail", "inconclusive", "too few queries", "not measured"
 
@@ -67,13 +79,35 @@ def paired(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Paired | N
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Interval:
-    """Percentile bootstrap interval of mean(b - a), queries resampled in pairs."""
+    """The interval of mean(b - a), queries resampled in pairs."""
+    return mean_interval(b - a, settings)
+
+
+def mean_interval(x: np.ndarray, settings: PairedSettings) -> Interval:
+    """Expanded percentile bootstrap interval of mean(x) (see the module docstring)."""
+    if not 0 < settings.level < 1:
+        raise ValueError(f"level must be in (0, 1), got {settings.level}")
+    estimate, means = resampled_means(x, np.random.default_rng(settings.seed), resamples=settings.resamples)
+    tail = float(ndtr(-stdtrit(max(x.size - 1, 1), (1 + settings.level) / 2)))
+    low, high = np.percentile(means, [100 * tail, 100 - 100 * tail])
+    return Interval(estimate, float(low), float(high), settings.level)
+
+
+def two_sample_interval(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Interval:
+    """Percentile bootstrap interval of mean(b) - mean(a) for unpaired values: each resample draws
+    each side on its own (rescaled as bootstrap.py does), for queries only one version served."""
     rng = np.random.default_rng(settings.seed)
-    return bootstrap_interval(b - a, rng, resamples=settings.resamples, level=settings.level)
+    means = []
+    for x in (a, b):
+        m = max(x.size - 1, 1)
+        drawn = x[rng.integers(0, x.size, size=(settings.resamples, m))]
+        means.append(drawn.mean(axis=1))
+    tail = (1 - settings.level) / 2 * 100
+    low, high = np.percentile(means[1] - means[0], [tail, 100 - tail])
+    return Interval(float(b.mean() - a.mean()), float(low), float(high), settings.level)
 
 
 def margin(a: np.ndarray, settings: PairedSettings) -> float:
     """m from the baseline's bootstrap spread over these queries (see the module docstring)."""
-    rng = np.random.default_rng(settings.seed)
-    spread = bootstrap_interval(a, rng, resamples=settings.resamples, level=settings.level)
+    spread = mean_interval(a, settings)
     return max(settings.min_margin, settings.margin_factor * (spread.high - spread.low) / 2)

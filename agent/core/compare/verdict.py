@@ -164,10 +164,10 @@ def _verdict(report: Report, gate: GateThresholds, compared: int) -> tuple[str, 
             unsure.append(f"{row['gate']}: the runs carry no such facts (require_facts)")
     for row in report["metrics"]:
         if row["gated"]:
-            _judge(row, row["metric"], failed, unsure)
+            judge(row, row["metric"], failed, unsure)
     for row in report["slices"]:
         if row["outcome"] == FAIL:
-            _judge(row, f"slice {row['dimension']}={row['label']}: {row['metric']}", failed, [])
+            judge(row, f"slice {row['dimension']}={row['label']}: {row['metric']}", failed, [])
     if compared < gate.min_queries:
         unsure.append(f"{compared} queries compared, fewer than min_queries {gate.min_queries}")
     if failed:
@@ -175,7 +175,8 @@ def _verdict(report: Report, gate: GateThresholds, compared: int) -> tuple[str, 
     return (NOT_ENOUGH, unsure) if unsure else (PASSED, [])
 
 
-def _judge(row: Row, name: str, failed: list[str], unsure: list[str]) -> None:
+def judge(row: Row, name: str, failed: list[str], unsure: list[str]) -> None:
+    """The reason a figure row adds to the failures or to the doubts, if any."""
     outcome = row["outcome"]
     if outcome == FAIL:
         failed.append(f"{name} {'fell' if row['direction'] == 'higher' else 'rose'} by {abs(row['delta']):.4f} "

@@ -45,6 +45,23 @@ def bootstrap_interval(
 ) -> Interval:
     """Percentile bootstrap interval for sum(w * x) / sum(w) (plain mean without weights),
     resampling within each stratum when `strata` (one per value) are given."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    estimate, means = resampled_means(values, rng, weights, resamples=resamples, strata=strata)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return Interval(estimate, float(low), float(high), level)
+
+
+def resampled_means(
+    values: npt.ArrayLike,
+    rng: np.random.Generator,
+    weights: npt.ArrayLike | None = None,
+    *,
+    resamples: int = 2000,
+    strata: Sequence[str] | None = None,
+) -> tuple[float, np.ndarray]:
+    """The weighted mean and its rescaled resamples' means (see the module docstring)."""
     x = np.asarray(values, dtype=float)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float)
     if x.ndim != 1 or x.size == 0:
@@ -53,11 +70,8 @@ def bootstrap_interval(
         raise ValueError("weights must match values")
     if np.any(w < 0) or not np.any(w > 0):
         raise ValueError("weights must be non-negative with a positive sum")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
     if strata is not None and len(strata) != x.size:
         raise ValueError("strata must match values")
-    estimate = weighted_mean(x, w)
     groups = [np.arange(x.size)] if strata is None else [
         np.flatnonzero(np.asarray(strata) == s) for s in dict.fromkeys(strata)
     ]
@@ -67,7 +81,4 @@ def bootstrap_interval(
     drawn = w[index] * scale
     sums = drawn.sum(axis=1)
     keep = sums > 0  # a resample of zero-weight queries only has no mean
-    means = (x[index] * drawn).sum(axis=1)[keep] / sums[keep]
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return Interval(estimate, float(low), float(high), level)
+    return weighted_mean(x, w), (x[index] * drawn).sum(axis=1)[keep] / sums[keep]

@@ -32,6 +32,7 @@ from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_nam
 from agent.io.settings import checks
 from agent.io.settings.drift import DriftSettings, check_drift
 from agent.io.settings.judgment import JudgmentSettings, check_judgment
+from agent.io.settings.live_gate import LiveGateSettings, check_live_gate
 
 ENV_PREFIX = "RAGDRIFT_"
 
@@ -122,6 +123,7 @@ class Settings:
     logging: LogSettings = field(default_factory=LogSettings)
     judgment: JudgmentSettings = field(default_factory=JudgmentSettings)
     drift: DriftSettings = field(default_factory=DriftSettings)
+    live_gate: LiveGateSettings = field(default_factory=LiveGateSettings)
 
     def redacted(self) -> dict:
         """The settings as plain data with secrets masked, for printing."""
@@ -358,6 +360,7 @@ def _check(s: Settings) -> None:
         raise ConfigError(f"windows: {exc}") from None
     check_judgment(s.judgment, need)
     check_drift(s.drift, need)
+    check_live_gate(s.live_gate, need)
 
 
 def _installed(module: str) -> bool:

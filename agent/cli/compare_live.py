@@ -1,0 +1,89 @@
+"""`ragdrift compare --live --pipeline STABLE --pipeline CANDIDATE`: the release gate over the agent's stored rows.
+
+The window is whole UTC days: `--from`/`--to`, by default the last
+`live_gate.window_days` days ending on the newest stored day. Thresholds come
+from the configuration's `live_gate` section, as the agent's periodic
+evaluation takes them. Judged items (precision at the cutoff, nDCG, MRR)
+come from the newest judged batches the store records, those whose events
+fall in the window; a batch whose files cannot be read is left out and named.
+A version without events in the window is an error (exit 2) that names the
+versions the window holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date, timedelta
+
+from agent.cli.common import UsageError, open_store
+from agent.cli.run import settings_from
+
+
+def run_live(args: argparse.Namespace) -> int:
+    from agent.cli.compare_render import render
+    from agent.core.compare import PASSED
+    from agent.core.compare.live_verdict import Stored, live_compare, versions_by_traffic
+    from agent.io.features.live_gate import LiveGate
+    from agent.io.settings.live_gate import thresholds
+    from agent.io.store.live_gate import LiveGateStore
+
+    if any(getattr(args, name) is not None for name in ("qrels", "run_a", "run_b", "k")):
+        raise UsageError("--live compares stored traffic: give --pipeline twice, not QRELS RUN_A RUN_B K")
+    if args.slices or args.evidence or args.gate or args.policy != "seed":
+        raise UsageError("--slices, --evidence, --gate and --policy are for runs; --live takes live_gate from --config")
+    if len(args.pipeline or ()) != 2 or args.pipeline[0] == args.pipeline[1]:
+        raise UsageError("--live needs two different versions: --pipeline STABLE --pipeline CANDIDATE")
+    stable, candidate = args.pipeline
+    settings = settings_from(args.config)
+    section = settings.live_gate
+    group = settings.kafka.group_id
+    first = _day(args.first, "--from") if args.first else None
+    last = _day(args.last, "--to") if args.last else None
+    if first and last and first > last:
+        raise UsageError(f"--from {first} is after --to {last}")
+    with open_store(settings, LiveGate.tables, write=False) as store:
+        rows = LiveGateStore(store)
+        if last is None:
+            last = rows.last_day(group)
+            if last is None:
+                raise UsageError("no live gate rows stored yet (is live_gate.enabled on in the agent?)")
+            if first is not None and first > last:
+                raise UsageError(f"--from {first} is after the newest stored day {last}")
+        if first is None:
+            first = (date.fromisoformat(last) - timedelta(days=section.window_days - 1)).isoformat()
+        days, queries = rows.stored(group, first, last, args.app)
+    seen = versions_by_traffic(days)
+    totals = dict(seen)
+    for version in (stable, candidate):
+        if not totals.get(version):
+            held = ", ".join(f"{v} ({n} events)" for v, n in seen) or "none"
+            raise UsageError(f"pipeline version {version!r} has no events from {first} to {last}"
+                             f"{' in app ' + repr(args.app) if args.app else ''}; versions there: {held}")
+    judged, note = _judged(settings, first, last, args.app)
+    window = {"from": first, "to": last, **({"app": args.app} if args.app else {})}
+    report = live_compare(Stored(days, queries, judged), stable, candidate, thresholds(section), window)
+    if note:
+        report["versions"]["judged"] = {"note": note}
+    print(json.dumps(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))
+    return 0 if report["verdict"] == PASSED else 1
+
+
+def _day(text: str, flag: str) -> str:
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected a date such as 2026-03-01") from None
+
+
+def _judged(settings, first: str, last: str, app: str | None) -> tuple[list, str | None]:
+    """The judged items in the window, and a note naming the batches left out (also on stderr)."""
+    from agent.io.background.live_gate import judged_in_window
+    from agent.io.features.judgment import Judgment
+
+    with open_store(settings, Judgment.tables, write=False) as store:
+        found, skipped = judged_in_window(store, settings.kafka.group_id, first, last, app)
+    if skipped:
+        print(f"ragdrift: judged batches left out, their files unreadable: {', '.join(skipped)}", file=sys.stderr)
+    return found, (f"batches left out: {', '.join(skipped)}" if skipped else None)

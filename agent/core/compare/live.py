@@ -1,0 +1,236 @@
+"""What each event adds to the live release gate's rows, per partition, as deltas.
+
+Two kinds of rows, both additive, so what `take` returns since its last call
+is an exact delta and the checkpoint that moves the offsets past the events
+adds it to the stored rows (exactly once, summed over partitions and
+replicas), as the drift days do:
+
+- a day row per (UTC day of the event time, app, pipeline version): events,
+  zero results, filter-caused zero results, events with an unauthorized
+  result, events with a stale conflict, and sum and count of each per-event
+  measure (`MEASURES`); with the smallest `examples` event ids of each hard
+  gate (`GATES`: a union keeping the smallest ids, so a replayed event adds
+  nothing and any order of merging keeps the same ids).
+- a query row per (day, app, version, query.id) for the query ids a hash
+  keeps (`sample_rate`): the same counts and sums for that query, and its
+  type and language. The hash is of the query id alone, so both versions
+  keep the same queries and the gate can pair them.
+
+Per-event measures: top-1 score; content age, the mean age in days of the
+admitted results with one; source concentration, the HHI of the admitted
+results' sources (sum of squared shares); latency in seconds. Each is
+counted only where the event defines it.
+
+The version is the event's `pipeline.version` (`NONE` without one). With
+`versions` configured only those are counted; otherwise a partition counts
+the first `max_versions` it sees by name and the rest as `OTHER`, so a
+producer sending thousands of versions adds at most that many rows a day.
+Queries held between checkpoints are bounded by `max_held_queries`: beyond
+it `flush_due` asks for a checkpoint.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from agent.core.facts import Facts
+from agent.core.feature import Context, KeptAsRows
+
+DAY = 86400
+NONE, OTHER = "none", "other"
+MEASURES = ("top1_score", "content_age_days", "source_concentration", "latency_seconds")
+GATES = ("unauthorized", "stale_conflict", "filter_zero")
+COUNTS = ("events", "zero", *GATES)  # per day row; per query row only the first two are used
+_SLOTS = len(COUNTS) + 2 * len(MEASURES)  # the counts, then (sum, n) of each measure
+_T1, _AGE, _HHI, _LAT = (len(COUNTS) + 2 * i for i in range(len(MEASURES)))
+_SPACE = 1 << 32
+
+DayKey = tuple[str, str, str]  # (ISO day, app, version)
+QueryKey = tuple[str, str, str, str]  # (ISO day, app, version, query id)
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    versions: tuple[str, ...] = ()  # the versions counted; empty: any, bounded by max_versions
+    max_versions: int = 8
+    sample_rate: float = 1.0  # share of query ids whose query rows are kept
+    examples: int = 5  # event ids kept per day, app, version and gate
+    max_held_queries: int = 50_000  # query rows held between checkpoints before one is asked for
+
+    def partition(self) -> VersionCounts:
+        return VersionCounts(self)
+
+    def sampled(self, query_id: str) -> bool:
+        """Whether the query's rows are kept: by a hash of its id alone, the same for every version."""
+        return self.sample_rate >= 1.0 or zlib.crc32(query_id.encode()) < self.sample_rate * _SPACE
+
+
+def empty_row(labels: bool = False) -> dict[str, Any]:
+    """A day row (or with `labels` a query row) with nothing counted, as stored."""
+    row: dict[str, Any] = dict.fromkeys(COUNTS, 0)
+    row.update({name: [0.0, 0] for name in MEASURES})
+    if labels:
+        row.update(query_type=None, language=None)
+    else:
+        row["examples"] = {gate: [] for gate in GATES}
+    return row
+
+
+def add_row(into: dict[str, Any], delta: Mapping[str, Any], examples: int) -> None:
+    """Add a delta row to a stored (or held) one: counts and sums add, examples keep the smallest ids,
+    labels are the delta's where it has them."""
+    for name in COUNTS:
+        into[name] = into.get(name, 0) + delta.get(name, 0)
+    for name in MEASURES:
+        s, n = into.get(name, (0.0, 0))
+        ds, dn = delta.get(name, (0.0, 0))
+        into[name] = [s + ds, n + dn]
+    if "examples" in delta:
+        held = into.setdefault("examples", {})
+        for gate, ids in delta["examples"].items():
+            held[gate] = sorted(set(held.get(gate, ())) | set(ids))[:examples]
+    for label in ("query_type", "language"):
+        if delta.get(label) is not None:
+            into[label] = delta[label]
+
+
+class HeldRows:
+    """Rows taken from a partition, held until a checkpoint adds them to the stored ones (`Pending`)."""
+
+    __slots__ = ("days", "queries", "examples")
+
+    def __init__(self, examples: int = 5) -> None:
+        self.days: dict[DayKey, dict[str, Any]] = {}
+        self.queries: dict[QueryKey, dict[str, Any]] = {}
+        self.examples = examples
+
+    def absorb(self, taken: tuple[dict[DayKey, dict[str, Any]], dict[QueryKey, dict[str, Any]]]) -> None:
+        days, queries = taken
+        for key, row in days.items():
+            add_row(self.days.setdefault(key, {}), row, self.examples)
+        for qkey, row in queries.items():
+            add_row(self.queries.setdefault(qkey, {}), row, self.examples)
+
+    def clear(self) -> None:
+        self.days.clear()
+        self.queries.clear()
+
+
+class VersionCounts(KeptAsRows):
+    """One partition's live gate rows since the last `take` (a `Feature`)."""
+
+    __slots__ = ("config", "_days", "_queries", "_examples", "_labels", "_versions", "_iso")
+    name = "live_gate"
+
+    def __init__(self, config: LiveConfig = LiveConfig()) -> None:
+        self.config = config
+        self._days: dict[tuple[int, str, str], list[float]] = {}
+        self._queries: dict[tuple[int, str, str, str], list[float]] = {}
+        self._examples: dict[tuple[int, str, str], dict[str, list[str]]] = {}
+        self._labels: dict[tuple[int, str, str, str], tuple[str | None, str | None]] = {}
+        self._versions: set[str] = set(config.versions)
+        self._iso: dict[int, str] = {}
+
+    def observe(self, facts: Facts, ctx: Context | None = None) -> None:
+        event = facts.event
+        pipeline = event.pipeline
+        version = (pipeline.version if pipeline is not None else None) or NONE
+        if version not in self._versions:
+            if self.config.versions:
+                return
+            if len(self._versions) >= self.config.max_versions:
+                version = OTHER
+            else:
+                self._versions.add(version)
+        app = event.app if ctx is None else ctx.app
+        day = int(facts.ts // DAY)
+        key = (day, app, version)
+        row = self._days.get(key)
+        if row is None:
+            row = self._days[key] = [0.0] * _SLOTS
+        flags = (not event.results, bool(facts.unauthorized), facts.stale_conflict, facts.filter_zero)
+        values = _measures(facts)
+        _count(row, flags[0], values)
+        for i, (gate, hit) in enumerate(zip(GATES, flags[1:]), 2):
+            if hit:
+                row[i] += 1
+                self._example(key, gate, event.event_id)
+        query = event.query
+        if self.config.sampled(query.id):
+            qkey = (day, app, version, query.id)
+            qrow = self._queries.get(qkey)
+            if qrow is None:
+                qrow = self._queries[qkey] = [0.0] * _SLOTS
+            _count(qrow, flags[0], values)
+            self._labels[qkey] = (query.type, query.language)
+
+    def _example(self, key: tuple[int, str, str], gate: str, event_id: str) -> None:
+        held = self._examples.setdefault(key, {}).setdefault(gate, [])
+        if event_id not in held:
+            held.append(event_id)
+            if len(held) > self.config.examples:
+                held.sort()
+                del held[self.config.examples:]
+
+    def take(self) -> tuple[dict[DayKey, dict[str, Any]], dict[QueryKey, dict[str, Any]]]:
+        """The rows added since the last call: ({(day, app, version): row}, {(day, app, version, query): row})."""
+        days = {(self._day(d), app, v): _row(found, self._examples.get((d, app, v)))
+                for (d, app, v), found in self._days.items()}
+        queries = {}
+        for (d, app, v, q), found in self._queries.items():
+            row = _row(found, None)
+            row["query_type"], row["language"] = self._labels[(d, app, v, q)]
+            queries[(self._day(d), app, v, q)] = row
+        self._days, self._queries, self._examples, self._labels = {}, {}, {}, {}
+        return days, queries
+
+    def outbox(self) -> HeldRows:
+        return HeldRows(self.config.examples)
+
+    def flush_due(self, held: HeldRows) -> bool:
+        return len(self._queries) + len(held.queries) >= self.config.max_held_queries
+
+    def _day(self, day: int) -> str:
+        iso = self._iso.get(day)
+        if iso is None:
+            if len(self._iso) >= 64:
+                self._iso.clear()
+            iso = self._iso[day] = date.fromordinal(date(1970, 1, 1).toordinal() + day).isoformat()
+        return iso
+
+
+def _measures(facts: Facts) -> tuple[float | None, ...]:
+    """The event's value of each of `MEASURES`, None where it has none."""
+    ages = facts.ages
+    admitted = len(facts.admitted)
+    latency = facts.event.latency_ms
+    return (
+        facts.top1,
+        sum(ages) / len(ages) if ages else None,
+        sum((n / admitted) ** 2 for n in facts.sources.values()) if admitted else None,
+        None if latency is None else latency / 1000.0,
+    )
+
+
+def _count(row: list[float], zero: bool, values: tuple[float | None, ...]) -> None:
+    row[0] += 1
+    if zero:
+        row[1] += 1
+    for i, value in zip((_T1, _AGE, _HHI, _LAT), values):
+        if value is not None:
+            row[i] += value
+            row[i + 1] += 1
+
+
+def _row(found: list[float], examples: Mapping[str, list[str]] | None) -> dict[str, Any]:
+    row: dict[str, Any] = {name: int(found[i]) for i, name in enumerate(COUNTS)}
+    for j, name in enumerate(MEASURES):
+        i = len(COUNTS) + 2 * j
+        row[name] = [found[i], int(found[i + 1])]
+    if examples is not None:
+        row["examples"] = {gate: sorted(ids) for gate, ids in examples.items()}
+    return row

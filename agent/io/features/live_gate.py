@@ -1,0 +1,46 @@
+"""The live release gate's io side: its tables, the rows added in each checkpoint, and the periodic
+evaluation of the stored rows with its collector (agent/io/background/live_gate.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kafka import TopicPartition
+
+from agent.core.compare.live import HeldRows, VersionCounts
+from agent.io.background.live_gate import LiveGateCollector, LiveGateWatch
+from agent.io.features import Feature, Wiring
+from agent.io.settings.agent import Settings
+from agent.io.settings.live_gate import live_config, thresholds
+from agent.io.store import live_gate
+from agent.io.store.live_gate import LiveGateStore
+
+
+class LiveGate(Feature[HeldRows]):
+    name = VersionCounts.name
+    tables = live_gate.TABLES
+
+    @staticmethod
+    def enabled(settings: Settings) -> bool:
+        return settings.live_gate.enabled
+
+    def __init__(self, wiring: Wiring):
+        section = wiring.settings.live_gate
+        self.config = live_config(section)
+        self.rows = LiveGateStore(wiring.store, section.examples, section.retention_days)
+        versions = (section.stable, section.candidate) if section.stable else None
+        self.watch = LiveGateWatch(self.rows, wiring.settings.kafka.group_id, thresholds(section),
+                                   section.window_days, versions, section.refresh_seconds,
+                                   scheduler=wiring.scheduler)
+
+    def partition(self, group: str, tp: TopicPartition, restore: bool) -> VersionCounts:
+        return self.config.partition()  # only deltas are held: a restored partition starts with none
+
+    def writes(self, group: str, held: Sequence[tuple[TopicPartition, HeldRows]]) -> list:
+        return [self.rows.writes(group, [rows for _, rows in held])]
+
+    def collectors(self) -> list:
+        return [LiveGateCollector(self.watch)]
+
+    def start(self) -> None:
+        self.watch.start()

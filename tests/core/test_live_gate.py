@@ -1,0 +1,242 @@
+"""The live release gate's core: what each event adds to the day and query rows, and the verdict on
+hand-computed stored rows."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from functools import cache
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.core.compare.live import MEASURES, OTHER, HeldRows, LiveConfig, VersionCounts, empty_row
+from agent.core.compare.live_verdict import LiveThresholds, Stored, live_compare, versions_by_traffic
+from agent.core.compare.paired import PairedSettings, two_sample_interval
+from agent.core.decoder import decode
+from agent.core.facts import facts_of
+from tests import live_traffic as traffic
+from tests.core.test_properties import FAST
+
+TS = "2026-11-02T10:00:00Z"  # day 2026-11-02
+
+
+def event(i: int, version: str | None = "v1", query: str = "query-aaaa", results=None, **extra) -> bytes:
+    if results is None:
+        results = [{"chunk_id": "c1", "parent_id": "p1", "source": "wiki", "rank": 1, "score": 0.8,
+                    "effective_date": "2026-10-31T10:00:00Z"},
+                   {"chunk_id": "c2", "parent_id": "p2", "source": "kb", "rank": 2, "score": 0.5}]
+    doc = {"schema": "retrieval.v1", "event_id": f"e-{i:03d}", "ts": TS, "app": "shop",
+           "query": {"id": query, "type": "lexical", "language": "en"},
+           "principal": {"tenant": "t1", "groups": []}, "cutoff_k": 5, "results": results, "latency_ms": 200.0,
+           **extra}
+    if version is not None:
+        doc["pipeline"] = {"version": version}
+    return orjson.dumps(doc)
+
+
+def fold(lines, config: LiveConfig | None = None) -> HeldRows:
+    counts = (config or LiveConfig()).partition()
+    for line in lines:
+        counts.observe(facts_of(decode(line).event))
+    held = counts.outbox()
+    held.absorb(counts.take())
+    return held
+
+
+def test_a_day_row_counts_each_gate_and_sums_each_measure():
+    leak = [{"chunk_id": "x", "parent_id": "px", "source": "wiki", "rank": 1, "score": 0.9, "tenant": "t2"}]
+    held = fold([event(1), event(2, results=[]), event(3, results=leak)])
+    row = held.days[("2026-11-02", "shop", "v1")]
+    assert (row["events"], row["zero"], row["unauthorized"], row["stale_conflict"], row["filter_zero"]) == (3, 1, 1, 0, 0)
+    assert row["top1_score"] == [0.8 + 0.9, 2]
+    assert row["content_age_days"] == [2.0, 1]  # one event with an aged result: 2 days
+    assert row["source_concentration"] == [0.5 + 1.0, 2]  # wiki and kb halves: 0.25 + 0.25; one source: 1
+    assert row["latency_seconds"] == [pytest.approx(0.6), 3]
+    assert row["examples"] == {"unauthorized": ["e-003"]}
+    query = held.queries[("2026-11-02", "shop", "v1", "query-aaaa")]
+    assert (query["events"], query["zero"], query["query_type"], query["language"]) == (3, 1, "lexical", "en")
+
+
+def test_examples_keep_the_smallest_ids_however_merged():
+    leak = [{"chunk_id": "x", "parent_id": "px", "source": "wiki", "rank": 1, "score": 0.9, "tenant": "t2"}]
+    config = LiveConfig(examples=2)
+    ids = [7, 3, 9, 1, 5]
+    whole = fold([event(i, results=leak) for i in ids], config)
+    held = HeldRows(2)
+    for i in ids:  # one checkpoint per event
+        counts = config.partition()
+        counts.observe(facts_of(decode(event(i, results=leak)).event))
+        held.absorb(counts.take())
+    key = ("2026-11-02", "shop", "v1")
+    assert whole.days[key]["examples"]["unauthorized"] == ["e-001", "e-003"]
+    assert held.days[key]["examples"]["unauthorized"] == ["e-001", "e-003"]
+    assert held.days[key]["unauthorized"] == 5
+
+
+def test_versions_are_bounded_or_only_the_configured_ones():
+    lines = [event(i, version=f"v{i}") for i in range(4)] + [event(9, version=None)]
+    held = fold(lines, LiveConfig(max_versions=2))
+    assert sorted(v for _, _, v in held.days) == [OTHER, "v0", "v1"]
+    held = fold(lines, LiveConfig(versions=("v2", "v3")))
+    assert sorted(v for _, _, v in held.days) == ["v2", "v3"]
+
+
+@given(st.text(alphabet="abcdefghij0123456789", min_size=8, max_size=20), st.floats(0.01, 1.0))
+@FAST
+def test_sampling_keeps_a_query_for_every_version_or_for_none(query, rate):
+    held = fold([event(1, "a", query), event(2, "b", query)], LiveConfig(sample_rate=rate))
+    kept = {v for _, _, v, _ in held.queries}
+    expected = rate >= 1 or zlib.crc32(query.encode()) < rate * 2 ** 32
+    assert kept == ({"a", "b"} if expected else set())
+
+
+def test_a_partition_asks_for_a_checkpoint_when_its_queries_reach_the_bound():
+    counts = VersionCounts(LiveConfig(max_held_queries=2))
+    counts.observe(facts_of(decode(event(1, query="query-0001")).event))
+    assert not counts.flush_due(counts.outbox())
+    counts.observe(facts_of(decode(event(2, query="query-0002")).event))
+    assert counts.flush_due(counts.outbox())
+
+
+def day_row(events: int, top1: float, unauthorized: int = 0, filter_zero: int = 0, examples=()) -> dict:
+    row = empty_row()
+    row.update(events=events, unauthorized=unauthorized, filter_zero=filter_zero)
+    row["top1_score"] = [top1 * events, events]
+    row["examples"]["unauthorized"] = list(examples)
+    return row
+
+
+def query_row(top1: float, kind: str = "lexical") -> dict:
+    row = empty_row(labels=True)
+    row.update(events=1, query_type=kind, language="en")
+    row["top1_score"] = [top1, 1]
+    return row
+
+
+DAYS = ("2026-11-01", "2026-11-02", "2026-11-03")
+
+
+def stored(candidate_shift: float, n: int = 40, **candidate_day) -> Stored:
+    """Stable daily top-1 means 0.5, 0.6, 0.7 (leave-one-out deviations 0.15, 0, 0.15); n paired queries a day."""
+    days, queries = {}, {}
+    for d, (day, mean) in enumerate(zip(DAYS, (0.5, 0.6, 0.7))):
+        days[(day, "shop", "a")] = day_row(n, mean)
+        days[(day, "shop", "b")] = day_row(n, mean + candidate_shift, **candidate_day)
+        for q in range(n):
+            queries[(day, "shop", "a", f"q{d}-{q}")] = query_row(mean)
+            queries[(day, "shop", "b", f"q{d}-{q}")] = query_row(mean + candidate_shift)
+    return Stored(days, queries)
+
+
+def metric(report: dict, name: str) -> dict:
+    return next(row for row in report["metrics"] if row["metric"] == name)
+
+
+def test_material_is_the_stable_day_to_day_quantile_and_a_larger_fall_fails():
+    # three leave-one-out deviations, fewer than the log-normal tail needs: the largest, 0.15
+    report = live_compare(stored(-0.2), "a", "b", LiveThresholds(resamples=200))
+    row = metric(report, "top1_score")
+    assert row["margin"] == pytest.approx(0.15)
+    assert (row["delta"], row["low"], row["high"]) == pytest.approx((-0.2, -0.2, -0.2))
+    assert row["outcome"] == "fail" and row["interval"] == "paired" and row["n"] == 120
+    assert report["verdict"] == "fail"
+    assert report["reasons"][0].startswith("top1_score fell by 0.2000")
+    material = next(m for m in report["material"] if m["metric"] == "top1_score")
+    assert material["days"] == 3 and material["day_sd"] == pytest.approx(0.1)
+
+
+def test_a_smaller_change_passes_and_twice_the_factor_doubles_the_threshold():
+    report = live_compare(stored(-0.1), "a", "b", LiveThresholds(resamples=200))
+    assert metric(report, "top1_score")["outcome"] == "pass"
+    assert report["verdict"] == "pass", report["reasons"]
+    doubled = live_compare(stored(-0.1), "a", "b", LiveThresholds(resamples=200, material_factor=2))
+    assert metric(doubled, "top1_score")["margin"] == pytest.approx(0.3)
+
+
+def test_hard_gates_fail_with_example_event_ids():
+    report = live_compare(stored(0.0, unauthorized=1, examples=("e-9", "e-1")), "a", "b",
+                          LiveThresholds(resamples=200))
+    gate = next(row for row in report["hardGates"] if row["gate"] == "unauthorized")
+    assert (gate["candidate"], gate["outcome"]) == (3, "fail")
+    assert gate["examples"] == [{"event": "e-1"}, {"event": "e-9"}]
+    assert report["verdict"] == "fail" and "e-1, e-9" in report["reasons"][0]
+
+
+def test_a_filter_caused_zero_rise_is_judged_by_a_binomial_test():
+    base = stored(0.0)
+    days = dict(base.days)
+    for day in DAYS:  # stable 1 in 40 a day; candidate 1 a day: the same rate, no rise
+        days[(day, "shop", "a")] = day_row(40, 0.6, filter_zero=1)
+        days[(day, "shop", "b")] = day_row(40, 0.6, filter_zero=1)
+    same = live_compare(Stored(days, base.queries), "a", "b", LiveThresholds(resamples=200))
+    gate = next(row for row in same["hardGates"] if row["gate"] == "filter_zero_rise")
+    assert (gate["outcome"], gate["counted"]) == ("pass", 0.0)
+    for day in DAYS:  # candidate 10 in 40: 27 in excess of 3 expected; P(X >= 30 | 120, 1/40) is tiny
+        days[(day, "shop", "b")] = day_row(40, 0.6, filter_zero=10)
+    rise = live_compare(Stored(days, base.queries), "a", "b", LiveThresholds(resamples=200))
+    gate = next(row for row in rise["hardGates"] if row["gate"] == "filter_zero_rise")
+    assert (gate["outcome"], gate["counted"]) == ("fail", 27.0) and gate["p"] < 1e-10
+
+
+def test_too_few_days_or_a_missing_version_is_not_enough_data():
+    base = stored(0.0)
+    two = {k: v for k, v in base.days.items() if k[0] != DAYS[2]}
+    report = live_compare(Stored(two, base.queries), "a", "b", LiveThresholds(resamples=200))
+    assert metric(report, "top1_score")["outcome"] == "too few days"
+    assert report["verdict"] == "not enough data"
+    absent = live_compare(base, "a", "zz", LiveThresholds(resamples=200))
+    assert absent["verdict"] == "not enough data"
+    assert "pipeline version zz has no events in the window" in absent["reasons"]
+
+
+def test_unpaired_queries_get_a_two_sample_interval():
+    base = stored(-0.2)
+    queries = {(d, app, v, f"{v}-{q}"): row for (d, app, v, q), row in base.queries.items()}
+    report = live_compare(Stored(base.days, queries), "a", "b", LiveThresholds(resamples=200))
+    row = metric(report, "top1_score")
+    assert row["interval"] == "unpaired" and report["queries"]["pairing"] == "unpaired"
+    assert row["delta"] == pytest.approx(-0.2) and row["low"] < -0.2 < row["high"]
+
+
+def test_two_sample_interval_of_constants_is_the_difference():
+    found = two_sample_interval(np.full(5, 1.0), np.full(7, 3.0), PairedSettings(resamples=100))
+    assert (found.estimate, found.low, found.high) == (2.0, 2.0, 2.0)
+    spread = two_sample_interval(np.array([0.0, 1.0] * 50), np.array([0.0, 1.0] * 50), PairedSettings(resamples=500))
+    assert spread.estimate == 0 and spread.low < 0 < spread.high and math.isclose(spread.high, -spread.low, abs_tol=0.05)
+
+
+def test_versions_by_traffic_orders_by_events():
+    assert versions_by_traffic(stored(0.0, n=5).days) == [("a", 15), ("b", 15)]
+
+
+@cache
+def _stream() -> tuple:
+    return tuple(facts_of(decode(line).event) for line in traffic.day_lines(0, "leak")[:300])
+
+
+@given(st.lists(st.integers(0, 300), max_size=6))
+@FAST
+def test_taken_rows_add_up_to_the_whole_stream_however_it_is_cut(cuts):
+    facts = _stream()
+    whole = VersionCounts()
+    for f in facts:
+        whole.observe(f)
+    want = whole.outbox()
+    want.absorb(whole.take())
+    counts, got = VersionCounts(), HeldRows()
+    for i, f in enumerate(facts):
+        if i in cuts:
+            got.absorb(counts.take())
+        counts.observe(f)
+    got.absorb(counts.take())
+    assert got.days.keys() == want.days.keys() and got.queries.keys() == want.queries.keys()
+    for key, row in want.days.items():
+        assert {k: v for k, v in got.days[key].items() if k not in MEASURES} == \
+               {k: v for k, v in row.items() if k not in MEASURES}
+        for name in MEASURES:
+            assert got.days[key][name][1] == row[name][1]
+            assert got.days[key][name][0] == pytest.approx(row[name][0])
