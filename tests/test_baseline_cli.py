@@ -285,3 +285,40 @@ def test_days_counted_on_another_grid_are_never_compared(config, tmp_path, capsy
     store.store.close()
     code, out, _ = run(capsys, "drift", "--config", str(path), "--day", "2026-03-08", "--format", "json")
     assert code == 0 and any(json.loads(line)["feature"] == "top1_score" for line in out.splitlines())
+
+
+def test_drift_of_one_pipeline_version_against_its_apps_baseline(tmp_path, capsys):
+    """Days counted split by version: a baseline frozen from them is each app's versions summed, and
+    `--pipeline` judges one version's counts against it (the last day's canary drifts, its stable
+    version does not)."""
+    path = tmp_path / "ragdrift.yaml"
+    path.write_text(yaml.safe_dump({"store": {"url": f"sqlite:///{tmp_path}/split.db"}}))
+    settings = load(path)
+    store = DriftStore(Store(settings.store.url, None, TABLES))
+    state, box = PartitionState(CoreConfig(by_pipeline_version=True, max_pipeline_versions=8), drift=DriftConfig()), Outbox()
+    for d in range(8):
+        incidents = [ScheduledIncident("score-drift", 0)] if d == 7 else []
+        for line in generate(PER_DAY, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
+            state.process(line)
+        box.take(state)
+        store.store.save(settings.kafka.group_id, [Checkpoint("t", 0, d, {"v": 1})],
+                         [store.writes(settings.kafka.group_id, [box.drift])])
+        box.clear()
+    store.store.close()
+    _freeze(capsys, path)
+
+    def top1_alarms(version):
+        code, out, err = run(capsys, "drift", "--config", str(path), "--pipeline", version, "--format", "json")
+        assert code == 0, err
+        found = [json.loads(line) for line in out.splitlines()]
+        assert found and {f["pipeline_version"] for f in found} == {version}
+        return {f["app"] for f in found if f["alarm"] and f["feature"] == "top1_score"}
+
+    assert "support-bot" in top1_alarms("support-3.15.0-canary")
+    assert "support-bot" not in top1_alarms("support-3.14.0")
+    code, table, _ = run(capsys, "drift", "--config", str(path), "--pipeline", "support-3.15.0-canary")
+    assert code == 0 and "window 2026-03-08 of pipeline version support-3.15.0-canary against baseline launch" in table
+    code, _, err = run(capsys, "drift", "--config", str(path), "--pipeline", "no-such-version")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no drift counts of pipeline version" in err
+    code, _, err = run(capsys, "drift", "--config", str(path), "--pipeline", "bad\x07version")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--pipeline" in err

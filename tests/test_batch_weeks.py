@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import msgspec
 import pytest
 import yaml
 from sqlalchemy import update
@@ -291,3 +292,33 @@ def test_the_weekly_job_logs_a_failure_in_one_line(tmp_path, caplog):
         (failed,) = [r for r in caplog.records if r.getMessage() == "weekly judgment batch failed"]
         assert failed.exc_info is None and "ragdrift batch push" in failed.error
         assert judging.status.failures == 2 and judging.status.last_batch is not None
+
+
+def test_a_batch_split_by_pipeline_version_says_so_and_keeps_the_version_from_judges(tmp_path, capsys):
+    path = tmp_path / "ragdrift.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": {"url": f"sqlite:///{tmp_path}/state.db"},
+        "windows": {"by_pipeline_version": True},
+        "judgment": {"export_dir": str(tmp_path / "batches"), "budget": 2, "budgets": {"app|lexical": 1}, "salt": "weeks"},
+    }))
+    rows = [msgspec.structs.replace(cand(f"{v}-{i}", stratum=f"app|lexical|{v}"), pipeline_version=v)
+            for v in ("stable-7", "canary-8") for i in range(3)]
+    queue = Queue(Store(load(path).store.url, None, TABLES))
+    try:
+        with queue.store.engine.begin() as conn:
+            queue.writes("ragdrift", "t", 0, rows, (), ())(conn)
+    finally:
+        queue.store.close()
+    code, _, err = run(capsys, "batch", "build", "--config", str(path), "--week", WEEK)
+    assert code == 0, err
+    [built] = (tmp_path / "batches").iterdir()
+    manifest = json.loads((built / "manifest.json").read_text())
+    assert manifest["configuration"]["by_pipeline_version"] is True
+    assert {s: v["sampled"] for s, v in manifest["strata"].items()} == {"app|lexical|canary-8": 1, "app|lexical|stable-7": 1}
+    key = [json.loads(line) for line in (built / "key.jsonl").read_text().splitlines()]
+    assert sorted(row["pipeline_version"] for row in key) == ["canary-8", "stable-7"]
+    judged = (built / "items.jsonl").read_text() + (built / "items.csv").read_text()
+    assert "canary" not in judged and "stable" not in judged
+    (tmp_path / "plain").mkdir()
+    plain = write_config(tmp_path / "plain")
+    assert "by_pipeline_version" not in batch.config_of(load(plain)).configuration

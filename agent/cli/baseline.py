@@ -2,7 +2,9 @@
 holds, and drift against one.
 
 A window for `ragdrift drift` is whole UTC days of the store's daily counts:
-`--day` (default: the newest stored day) or `--from`/`--to` summed.
+`--day` (default: the newest stored day) or `--from`/`--to` summed; every
+version of each app, or with `--pipeline V` only the events of pipeline
+version V (days counted split by version), against the app's baseline.
 
 A baseline's name is 1 to 255 letters, digits, `.`, `_` and `-`, starting with
 a letter or a digit: it fits the store's column on every backend, and `@`
@@ -56,6 +58,8 @@ def add_parser(commands) -> None:
     drift.add_argument("--day", metavar="YYYY-MM-DD", help="the UTC day to judge (default: the newest stored day)")
     drift.add_argument("--from", dest="first", metavar="YYYY-MM-DD", help="judge these days summed, from ...")
     drift.add_argument("--to", dest="last", metavar="YYYY-MM-DD", help="... to this day (inclusive)")
+    drift.add_argument("--pipeline", metavar="VERSION",
+                       help="only this pipeline version label (none, other, or a version), against its app's baseline")
     drift.add_argument("--format", choices=("table", "json"), default="table")
     drift.set_defaults(handler=drift_report)
 
@@ -206,11 +210,15 @@ def _numbers(values) -> str:
 def drift_report(args: argparse.Namespace) -> int:
     from agent.core.drift import evaluate, grid_mismatches
     from agent.core.drift.contents import finding_record
-    from agent.core.drift.days import window
+    from agent.core.drift.days import by_version, window
+    from agent.io.settings.checks import short_text
 
     settings = settings_from(args.config)
     if args.day and (args.first or args.last):
         raise UsageError("give --day or --from/--to, not both")
+    pipeline = args.pipeline
+    if pipeline is not None and not short_text(pipeline):
+        raise UsageError("--pipeline: expected a pipeline version label (1-128 characters, no control characters)")
     name = None if args.baseline is None else _name(args.baseline, "--baseline")
     version = None if args.version is None else _version(args.version, "--version")
     with _drift_store(settings, write=False) as store:
@@ -223,10 +231,14 @@ def drift_report(args: argparse.Namespace) -> int:
             if first is None:
                 raise UsageError("no drift counts stored yet")
         baseline = _load(store, name, version)
-        days = store.stored_days(group, first, last)
+        days = store.stored_days(group, first, last, split=pipeline is not None)
+    between = f"from {first or 'the first day'} to {last or 'the last day'}"
     if not days:
-        raise UsageError(f"no drift counts stored from {first or 'the first day'} to {last or 'the last day'}")
-    counts = window(days)
+        raise UsageError(f"no drift counts stored {between}")
+    counts = window(days) if pipeline is None else by_version(window(days, split=True)).get(pipeline, {})
+    if not counts:
+        raise UsageError(f"no drift counts of pipeline version {pipeline!r} stored {between}: days are counted per "
+                         "version only while windows.by_pipeline_version is on")
     mismatched = grid_mismatches(baseline, counts)
     if mismatched:
         more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
@@ -237,10 +249,11 @@ def drift_report(args: argparse.Namespace) -> int:
     if args.format == "json":
         for f in findings:
             record = {"baseline": baseline.name, "version": baseline.version, "window": span,
-                      **finding_record(baseline, f)}
+                      **({} if pipeline is None else {"pipeline_version": pipeline}), **finding_record(baseline, f)}
             sys.stdout.write(json.dumps(record, sort_keys=True) + "\n")
         return 0
-    print(f"window {span} against baseline {baseline.name} {baseline.version}")
+    of = "" if pipeline is None else f" of pipeline version {pipeline}"
+    print(f"window {span}{of} against baseline {baseline.name} {baseline.version}")
     print(f"{'app':<16} {'feature':<20} {'stat':<12} {'value':>10} {'threshold':>10} {'alarm':<5} {'n':>8}  calibrated")
     for f in findings:
         print(f"{f.app:<16} {f.feature:<20} {f.stat:<12} {f.value:>10.4g} {f.threshold:>10.4g} "

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agent.core.sampling import Candidate, ResultRef, Selection, estimate_total, in_holdout, select
+from agent.core.sampling import Candidate, ResultRef, Selection, budget_for, estimate_total, in_holdout, select
 
 FORMAT = "ragdrift.batch.v1"
 _T = TypeVar("_T")
@@ -66,7 +66,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         if candidate.week == week:
             by_stratum[candidate.stratum].append(candidate)
     selections: dict[str, Selection] = {
-        stratum: select(found, config.budgets.get(stratum, config.default_budget))
+        stratum: select(found, budget_for(config.budgets, stratum, config.default_budget))
         for stratum, found in sorted(by_stratum.items())
     }
     batch_id = f"{week}-{_digest(week, config.salt, *sorted(c.event_id for s in selections.values() for c in s.items))[:8]}"
@@ -109,7 +109,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         "batch_id": batch_id,
         "week": week,
         "strata": {
-            stratum: {"k": config.budgets.get(stratum, config.default_budget), "tau": s.tau,
+            stratum: {"k": budget_for(config.budgets, stratum, config.default_budget), "tau": s.tau,
                       "events": estimate_total(s, _one), "sampled": len(s.items)}
             for stratum, s in selections.items()
         },

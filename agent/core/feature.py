@@ -35,10 +35,13 @@ if TYPE_CHECKING:  # the state and the calibrations hand theirs in
 class Context:
     """The partition's context of one event: one per state, refilled per event, read and never kept."""
 
-    __slots__ = ("app", "baseline", "calibrations", "new_terms", "now", "unknown_fields", "watermark")
+    __slots__ = ("app", "baseline", "calibrations", "new_terms", "now", "pipeline_version", "unknown_fields",
+                 "watermark")
 
     def __init__(self) -> None:
         self.app = ""  # the event's app as the bounded label set names it
+        # Its pipeline version label, set by the metric families while split by version, else None.
+        self.pipeline_version: str | None = None
         self.new_terms = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
         self.baseline: SharedVocabulary | None = None  # the active baseline's shared vocabulary, if any
         self.calibrations: Active | None = None  # the score calibrations in force

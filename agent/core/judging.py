@@ -111,7 +111,8 @@ class JudgmentIntake(KeptAsRows):
 
     def observe(self, facts: Facts, ctx: Context) -> None:
         """Assess one event, offer it to the sampler, and queue its incident if any. Its stratum's
-        app is `ctx.app`, the event's app as the bounded label set names it."""
+        app is `ctx.app`, the event's app as the bounded label set names it, and its version
+        `ctx.pipeline_version`, set only while the metric families split by pipeline version."""
         incident = incident_of(facts)
         if incident is not None:
             self.incidents.append(incident)
@@ -130,7 +131,7 @@ class JudgmentIntake(KeptAsRows):
         day = int(facts.ts // DAY)
         week = self._weeks.get(day) or self._week(day)
         u = uniform(event_id, week, config.salt)
-        stratum = stratum_key(ctx.app, event.query.type)
+        stratum = stratum_key(ctx.app, event.query.type, ctx.pipeline_version)
         # Most events cannot enter a full reservoir: tell those apart before
         # assessing the risk (even the largest weight would not do) or
         # building candidates.

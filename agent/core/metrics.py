@@ -133,7 +133,8 @@ class ByPipelineVersion(MetricFamilies):
         versions = self.versions.get(app)
         if versions is None:
             versions = self.versions[app] = Versions(self._known(), self._views_of)
-        self.views = versions[version_of(facts.event)]
+        views = self.views = versions[version_of(facts.event)]
+        ctx.pipeline_version = views.tail[0]  # the features after the families split by the same label
         MetricFamilies.observe(self, facts, ctx)  # not super(): no proxy built per event
 
     def lead(self, event: Event) -> tuple[str, ...]:

@@ -113,6 +113,8 @@ def config_of(settings: Settings) -> batches.BatchConfig:
             "thresholds": {name: getattr(risk, name) for name in THRESHOLDS},
             "holdout_share": j.holdout_share, "double_judged_share": j.double_judged_share,
             "ragdrift": __version__,
+            # Named only when on, so a batch of strata without versions records what it always did.
+            **({"by_pipeline_version": True} if settings.windows.by_pipeline_version else {}),
         },
     )
 

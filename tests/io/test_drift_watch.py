@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.core.config import CoreConfig
 from agent.core.drift import Grid, Grids, evaluate, freeze
-from agent.core.drift.days import DriftConfig, recent_windows, window
+from agent.core.drift.days import DriftConfig, by_version, recent_windows, window
 from agent.core.drift.features import TOP1_SCORE
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
@@ -165,3 +165,34 @@ def test_windows_counted_on_another_grid_are_not_compared_but_counted_and_logged
     rates = got["ragdrift_drift_expected_false_alarm_rate"]
     assert rates and set(rates.values()) == {baseline.calibration.rate}
     other.store.close()
+
+
+def test_split_by_pipeline_version_each_version_judges_against_its_apps_baseline(tmp_path):
+    """Days counted per version: the gauges carry `pipeline_version`, each version's findings are its
+    own counts against its app's baseline, and the canary of today's incident alarms alone."""
+    store = DriftStore(Store(f"sqlite:///{tmp_path}/state.db", None, TABLES))
+    state, box = PartitionState(CoreConfig(by_pipeline_version=True, max_pipeline_versions=8), drift=DriftConfig()), Outbox()
+    for d in (0, 1, 2, 3, 4, 5, 6, 8):
+        incidents = [ScheduledIncident("score-drift", 0)] if d == 8 else []
+        for line in generate(PER_DAY, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
+            state.process(line)
+        box.take(state)
+        store.store.save(GROUP, [Checkpoint("t", 0, d, {"v": 1})], [store.writes(GROUP, [box.drift])])
+        box.clear()
+    baseline = freeze(store.stored_days(GROUP, "2026-03-01", "2026-03-07"), "launch")  # every version summed
+    assert set(baseline.apps) == {"docs-search", "hr-assistant", "support-bot"}
+    store.save_baseline(baseline, now=1.0)
+    watch = DriftWatch(store, GROUP, clock=lambda: NOW, scheduler=new_scheduler(), split=True)
+    watch.refresh()
+    got = samples(watch)
+    today = window(store.stored_days(GROUP, "2026-03-09", "2026-03-09", split=True), split=True)
+    expected = {}
+    for version, apps in by_version(today).items():
+        for f in evaluate(baseline, apps):
+            key = (("app", f.app), ("feature", f.feature), ("pipeline_version", version), ("stat", f.stat),
+                   ("window", "today"))
+            expected[key] = float(f.alarm)
+    assert expected and got["ragdrift_drift_alarm"] == expected
+    top1 = {dict(k)["pipeline_version"] for k, v in expected.items() if v and dict(k)["feature"] == TOP1_SCORE}
+    assert top1 and all("canary" in version for version in top1)
+    store.store.close()

@@ -15,6 +15,14 @@ producer bug or an attack sending thousands of app names then adds at most
 that many rows per day and feature, not one per name. Within that bound the
 counts do not depend on how the stream was partitioned.
 
+Split by pipeline version (the metric families set `ctx.pipeline_version`,
+the app's bounded version label), a partition counts per (day, app, version) under the key
+`app|version` where the app alone stood: no app name holds "|", so the key
+tells both back (`app_version`). Readers sum each app's versions unless they
+ask for them apart (`counts_of(..., split=True)`, `by_version`): a baseline
+frozen from split days, and the drift of a whole app, are what they would be
+unsplit. Not split, the key is the app: the rows are what they always were.
+
 | feature | value(s) per event |
 | --- | --- |
 | top1_score, mean_admitted_score, score_gap | one, when defined |
@@ -85,8 +93,8 @@ _T1, _MEAN, _GAP, _AGE, _COUNT, _LAT, _DIV = (FEATURES.index(f) for f in (
     TOP1_SCORE, MEAN_SCORE, SCORE_GAP, CONTENT_AGE, RESULT_COUNT, LATENCY, PARENT_DIVERSITY))
 _SRC, _QT, _LANG, _FILT, _CLUSTER = range(len(FEATURES), len(_SLOTS))
 
-Key = tuple[int, str]  # (slot, app)
-Row = tuple[str, str, str]  # (ISO day, app, feature or mix)
+Key = tuple[int, str]  # (slot, app or app|version)
+Row = tuple[str, str, str]  # (ISO day, app or app|version, feature or mix)
 Deltas = dict[Row, dict[Any, Any]]  # -> {fine cell (int) or category (str): count}, zeros left out
 Buffers = list["array[float]"]  # per numeric feature, its values since the last fold
 Slotted = tuple[Buffers, list[dict[Any, int]], dict[str, Any], list[Any]]  # buffers, counts, sample, terms
@@ -133,9 +141,14 @@ class DriftDays(KeptAsRows):
 
     def observe(self, facts: Facts, ctx: Context | None = None) -> None:
         """Buffer one event's values under `ctx.app`, the event's app as the bounded label set names it
-        (the event's own without a context)."""
+        (the event's own without a context), and its version label when split by version."""
         event = facts.event
-        app = event.app if ctx is None else ctx.app
+        if ctx is None:
+            app = event.app
+        else:
+            app = ctx.app
+            if ctx.pipeline_version is not None:
+                app = f"{app}|{ctx.pipeline_version}"
         slot = int(facts.ts // SLOT)
         last = self._last.get(app)
         if last is None or last[0] != slot:
@@ -213,9 +226,10 @@ class DriftDays(KeptAsRows):
     def flush_due(self, held: HeldDeltas) -> bool:
         return False  # bounded: folded every `fold_every` events
 
-    def recent(self, now: float) -> dict[str, dict[str, Counts]]:
+    def recent(self, now: float, split: bool = False) -> dict[str, dict[str, Counts]]:
         """Each sub-day window's counts per app (`RECENT`): the whole slots before the one holding `now`
-        (a window of the slot still filling would judge a few events at first, then more)."""
+        (a window of the slot still filling would judge a few events at first, then more); with
+        `split`, per `app|version` key (`counts_of`)."""
         self._fold()
         last = int(now // SLOT) - 1
         out: dict[str, dict[str, Counts]] = {}
@@ -228,12 +242,13 @@ class DriftDays(KeptAsRows):
             for (slot, app), (_, counts, _, _) in self._pending.items():
                 if first <= slot <= last:
                     merge(rows, {("", app, n): found for n, found in self._rows_of(app, counts).items()})
-            out[name] = counts_of(rows).get("", {})
+            out[name] = counts_of(rows, split).get("", {})
         return out
 
     def _rows_of(self, app: str, counts: list[dict[Any, int]]) -> dict[str, dict[Any, Any]]:
         """A slot's rows (`_rows`) and, when it counted a numeric feature, the `GRIDS` row naming their grids."""
         rows = _rows(counts)
+        app = app_version(app)[0]
         grids = {f: self.config.grids.grid(app, f).digest for f in FEATURES if f in rows}
         if grids:
             rows[GRIDS] = grids
@@ -267,7 +282,7 @@ class DriftDays(KeptAsRows):
                     values = np.frombuffer(b[i], dtype=np.float64)
                     if i == _LAT:
                         values = values / 1000.0
-                    grid = grids.grid(app, feature)
+                    grid = grids.grid(app_version(app)[0], feature)
                     # np.searchsorted(side="right") over the edges is Grid.index, for many values at once
                     dense = np.bincount(np.searchsorted(grid.edges, values, side="right"), minlength=grid.size)
                     cells = np.flatnonzero(dense)
@@ -324,12 +339,21 @@ def merge(into: Deltas, delta: Deltas) -> None:
             _add(held, counts)
 
 
-def counts_of(rows: Deltas) -> dict[str, dict[str, Counts]]:
-    """Deltas or stored rows as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read."""
+def app_version(key: str) -> tuple[str, str | None]:
+    """A row's app and pipeline version label from its key (`app` or `app|version`)."""
+    app, _, version = key.partition("|")
+    return app, version if version else None
+
+
+def counts_of(rows: Deltas, split: bool = False) -> dict[str, dict[str, Counts]]:
+    """Deltas or stored rows as {ISO day: {app: Counts}}, what `freeze` and `evaluate` read: each app's
+    versions summed, or with `split` each `app|version` key apart (`by_version` reads those)."""
     numeric_names = frozenset(FEATURES)
     days: dict[str, dict[str, tuple[dict[str, dict[int, int]], dict[str, dict[str, int]], dict[str, Any],
                                     dict[str, Any]]]] = {}
     for (day, app, name), counts in rows.items():
+        if not split:
+            app = app.partition("|")[0]
         numeric, mixes, queries, grids = days.setdefault(day, {}).setdefault(app, ({}, {}, {}, {}))
         if name == QUERIES:
             merge_sample(queries, {k: tuple(t) for k, t in counts.items()})
@@ -342,8 +366,8 @@ def counts_of(rows: Deltas) -> dict[str, dict[str, Counts]]:
     return {day: {app: Counts(*held) for app, held in apps.items()} for day, apps in sorted(days.items())}
 
 
-def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
-    """Several days' counts summed per app: one window for `evaluate`."""
+def window(days: dict[str, dict[str, Counts]], split: bool = False) -> dict[str, Counts]:
+    """Several days' counts summed per app (with `split`, per `app|version` key): one window for `evaluate`."""
     rows: Deltas = {}
     for apps in days.values():
         for app, counts in apps.items():
@@ -355,10 +379,22 @@ def window(days: dict[str, dict[str, Counts]]) -> dict[str, Counts]:
                 merge(rows, {("", app, QUERIES): dict(counts.queries)})
             if counts.grids:
                 merge(rows, {("", app, GRIDS): dict(counts.grids)})
-    return counts_of(rows).get("", {})
+    return counts_of(rows, split).get("", {})
 
 
-def recent_windows(partitions: Iterable[DriftDays], now: float) -> dict[str, dict[str, Counts]]:
-    """The sub-day windows of several partitions (`DriftDays`), summed per app: what a replica evaluates."""
-    held = [p.recent(now) for p in partitions]
-    return {name: window({str(i): r[name] for i, r in enumerate(held)}) for name, _ in RECENT}
+def by_version(window: Mapping[str, Counts]) -> dict[str, dict[str, Counts]]:
+    """A split window (`app|version` keys) as {version: {app: Counts}}, each version a window `evaluate`
+    reads against the app's baseline; keys without a version (counted unsplit) are left out."""
+    out: dict[str, dict[str, Counts]] = {}
+    for key, counts in window.items():
+        app, version = app_version(key)
+        if version is not None:
+            out.setdefault(version, {})[app] = counts
+    return {version: out[version] for version in sorted(out)}
+
+
+def recent_windows(partitions: Iterable[DriftDays], now: float, split: bool = False) -> dict[str, dict[str, Counts]]:
+    """The sub-day windows of several partitions (`DriftDays`), summed per app (with `split`, per
+    `app|version` key): what a replica evaluates."""
+    held = [p.recent(now, split) for p in partitions]
+    return {name: window({str(i): r[name] for i, r in enumerate(held)}, split) for name, _ in RECENT}

@@ -49,6 +49,7 @@ from agent.core.judgments.bootstrap import bootstrap_interval
 from agent.core.judgments.judged import JudgedChunk, JudgedItem, judged
 from agent.core.judgments.labels import TAGS, Label
 from agent.core.judgments.metrics import METRICS, SEED, Gain, per_query
+from agent.core.pipelines import NO_VERSION
 from agent.core.sampling import UNIFORM, ratio
 
 ALL = "all"  # the stratum label of a view over every stratum
@@ -218,7 +219,7 @@ def slices(name: str, traffic: Sequence[Scored], options: Options) -> list[dict[
     """Traffic precision per value of a slice label, the worst first."""
     by_value: dict[str, list[Scored]] = defaultdict(list)
     for s in traffic:
-        by_value[age_band(s.item) if name == "content_age" else str(s.item.key.get(name))].append(s)
+        by_value[age_band(s.item) if name == "content_age" else _value(s.item.key.get(name))].append(s)
     rows = []
     for value, members in by_value.items():
         weights = np.array([s.item.key["weight"] for s in members])
@@ -227,6 +228,11 @@ def slices(name: str, traffic: Sequence[Scored], options: Options) -> list[dict[
                      "precision": interval(values, weights, [s.item.key["stratum"] for s in members], options,
                                            traffic=True)})
     return sorted(rows, key=lambda row: (row["precision"]["estimate"], row["value"]))
+
+
+def _value(value: Any) -> str:
+    """A slice's value as text; only a pipeline version can be missing, and `none` names it as the gauges do."""
+    return NO_VERSION if value is None else str(value)
 
 
 def age_band(item: JudgedItem) -> str:

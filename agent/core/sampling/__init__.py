@@ -3,10 +3,12 @@ sampling per stratum and ISO week, and the estimates it supports (docs/judgments
 
 from agent.core.sampling.candidate import (
     OTHER,
+    STRATUM_CHARS,
     UNIFORM,
     Candidate,
     ResultRef,
     Selection,
+    budget_for,
     candidate,
     candidates_of,
     select,
@@ -60,10 +62,10 @@ from agent.core.sampling.sampler import (
 
 __all__ = [
     "CORRECTION", "DEFAULT_WEIGHTS", "FILTER_ZERO", "HOLDOUT_SHARE", "LOW_TOP1", "NEW_TERMS", "OTHER",
-    "RARE_SLICE", "REPHRASED", "RERANK_DISAGREEMENT", "SAMPLER_VERSION", "SIGNALS", "SMALL_GAP", "STALE",
+    "RARE_SLICE", "REPHRASED", "RERANK_DISAGREEMENT", "SAMPLER_VERSION", "SIGNALS", "SMALL_GAP", "STALE", "STRATUM_CHARS",
     "THUMBS_DOWN", "UNAUTHORIZED", "UNIFORM", "ZERO_RESULT",
     "Budgets", "Candidate", "Changes", "Estimate", "Ratio", "ResultRef", "Risk", "RiskConfig", "RiskReference", "RowKey",
     "Sampler", "Selection",
-    "assess", "candidate", "candidates_of", "estimate", "estimate_total", "ht_weight", "in_holdout", "iso_week", "ratio", "select",
+    "assess", "budget_for", "candidate", "candidates_of", "estimate", "estimate_total", "ht_weight", "in_holdout", "iso_week", "ratio", "select",
     "shift_week", "strata_for", "stratum_key", "uniform", "variance", "week_bounds",
 ]  # fmt: skip

@@ -4,7 +4,10 @@ A candidate is one event offered to one stratum: ids, slice labels and the
 admitted results by id and score, never text (judges get text later, through
 the team's resolver). Each event is offered twice: to its risk stratum
 `app|query_type` with its risk weight w, and to the `uniform` stratum with
-w = 1. Both use the same uniform u, so the two samples overlap as much as they
+w = 1. Split by pipeline version, the risk stratum is `app|query_type|version`
+(the bounded version label): a canary's events are then sampled against each
+other, K a week, however little traffic it takes. Every event still lands in
+exactly one risk stratum, so the risk strata still partition the traffic. Both use the same uniform u, so the two samples overlap as much as they
 can (an event judged once serves both); each is a priority sample on its own.
 
 `select` is the whole of priority sampling (Duffield, Lund, Thorup 2007):
@@ -18,7 +21,7 @@ replicas kept equals `select` over all traffic.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -28,6 +31,7 @@ from agent.core.sampling.risk import UNKNOWN, Risk
 
 UNIFORM = "uniform"  # the stratum where every event is offered with w = 1
 OTHER = "other"  # risk strata beyond the sampler's bound fold into this one
+STRATUM_CHARS = 255  # the longest stratum key: what the store's stratum column holds
 
 class ResultRef(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """One admitted result, stored as a JSON array. Rows written before
@@ -69,9 +73,22 @@ class Candidate(msgspec.Struct, frozen=True, gc=False):
         return (self.priority, self.event_id)
 
 
-def stratum_key(app: str, query_type: str | None) -> str:
-    """`app|query_type`; neither an app name nor a query type can hold "|"."""
-    return f"{app}|{query_type or UNKNOWN}"
+def stratum_key(app: str, query_type: str | None, version: str | None = None) -> str:
+    """`app|query_type`, or `app|query_type|version` given a pipeline version label. Neither an app
+    name nor a query type can hold "|", so the version is everything after the second one. A version
+    long enough to take the key past `STRATUM_CHARS` is cut (two such versions then share a stratum,
+    which stays a priority sample of the traffic offered to it; the candidate keeps the whole version)."""
+    key = f"{app}|{query_type or UNKNOWN}"
+    return key if version is None else f"{key}|{version}"[:STRATUM_CHARS]
+
+
+def budget_for(budgets: Mapping[str, int], stratum: str, default: int) -> int:
+    """A stratum's K: its own, else that of its `app|query_type` (a budget given without a version
+    holds for every version of it), else `default`."""
+    found = budgets.get(stratum)
+    if found is None:
+        found = budgets.get("|".join(stratum.split("|", 2)[:2]), default)
+    return found
 
 
 def strata_for(app: str, query_type: str | None, w: float) -> tuple[tuple[str, float], ...]:

@@ -42,6 +42,7 @@ from agent.core.sampling.candidate import (
     UNIFORM,
     Candidate,
     Selection,
+    budget_for,
     check,
     select,
 )
@@ -56,9 +57,9 @@ NEW, RAISED = "new", "raised"  # a reservoir's change: an event added, or a kept
 class Budgets:
     """How many events per week each stratum samples, and the memory bounds."""
 
-    k: int = 20  # per risk stratum (app x query type) and week
+    k: int = 20  # per risk stratum (app x query type [x pipeline version]) and week
     uniform_k: int = 50  # the uniform stratum, per week
-    k_by_stratum: dict[str, int] = field(default_factory=dict)  # overrides of k, by stratum key
+    k_by_stratum: dict[str, int] = field(default_factory=dict)  # overrides of k, by stratum key (`budget_for`)
     max_strata: int = 200  # risk strata per week before folding into `other`
     keep_weeks: int = 2  # the current week and the one before (late events)
 
@@ -70,7 +71,7 @@ class Budgets:
             raise ValueError("max_strata must be >= 0 and keep_weeks >= 1")
 
     def k_for(self, stratum: str) -> int:
-        return self.uniform_k if stratum == UNIFORM else self.k_by_stratum.get(stratum, self.k)
+        return self.uniform_k if stratum == UNIFORM else budget_for(self.k_by_stratum, stratum, self.k)
 
 
 class Changes(msgspec.Struct, frozen=True, gc=False):

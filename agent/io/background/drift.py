@@ -22,6 +22,12 @@ features changes.
 Label values are bounded: apps are the baseline's (frozen), features, stats
 and windows are fixed sets. Without a stored baseline nothing is exported
 (`absent(ragdrift_drift_baseline_info)` tells).
+
+Split by pipeline version (`windows.by_pipeline_version`), every window is
+judged per version, each version's counts against its app's baseline, and the
+findings carry a `pipeline_version` label (the bounded version label the days
+were counted under); counts stored before the split, without a version, are
+left out of them.
 """
 
 from __future__ import annotations
@@ -31,13 +37,14 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from agent.core.drift import Baseline, DayData, Finding, GridMismatch, evaluate, grid_mismatches
+from agent.core.drift.days import app_version, by_version
 from agent.core.drift.days import window as summed
 from agent.io.background.periodic import Periodic
 from agent.io.store.database import StoreError
@@ -62,8 +69,9 @@ def windows_of(now: float) -> dict[str, str]:
     return {"today": today.isoformat(), "yesterday": (today - timedelta(days=1)).isoformat()}
 
 
-def judge(store: DriftStore, group_id: str, now: float) -> tuple[Baseline | None, DriftStatus]:
-    """The newest baseline and each daily window's findings against it (reads the store)."""
+def judge(store: DriftStore, group_id: str, now: float, split: bool = False) -> tuple[Baseline | None, DriftStatus]:
+    """The newest baseline and each daily window's findings against it (reads the store); with `split`,
+    per pipeline version."""
     try:
         baseline = store.load_baseline()
     except ValueError as exc:  # a stored document that does not match its version
@@ -71,30 +79,39 @@ def judge(store: DriftStore, group_id: str, now: float) -> tuple[Baseline | None
     if baseline is None:
         return None, DriftStatus()
     days = windows_of(now)
-    stored = store.stored_days(group_id, min(days.values()), max(days.values()))
-    windows = {name: summed({day: stored[day]}) for name, day in days.items() if day in stored}
-    findings, mismatches = judge_windows(baseline, windows)
+    stored = store.stored_days(group_id, min(days.values()), max(days.values()), split=split)
+    windows = {name: summed({day: stored[day]}, split) for name, day in days.items() if day in stored}
+    findings, mismatches = judge_windows(baseline, windows, split)
     return baseline, DriftStatus((baseline.name, baseline.version), findings, mismatches)
 
 
-def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData]):
+def judge_windows(baseline: Baseline | None, windows: Mapping[str, DayData], split: bool = False):
     """Findings of windows (window label -> app -> counts) against a baseline, and the features left out
-    because a window counted them on another grid: ((window, Finding), ...), ((window, GridMismatch), ...)."""
+    because a window counted them on another grid: ((window, Finding), ...), ((window, GridMismatch), ...).
+    With `split` the windows are keyed `app|version` (days.py `counts_of`): each version is judged against
+    its app's baseline, and its findings and mismatches keep the `app|version` key as their app."""
     if baseline is None:
         return (), ()
-    findings = tuple((name, f) for name, counts in windows.items() for f in evaluate(baseline, counts))
-    mismatches = tuple((name, m) for name, counts in windows.items() for m in grid_mismatches(baseline, counts))
+    parts = [(name, "", counts) for name, counts in windows.items()]
+    if split:
+        parts = [(name, f"|{v}", apps) for name, counts in windows.items() for v, apps in by_version(counts).items()]
+    findings = tuple((name, replace(f, app=f.app + tag)) for name, tag, counts in parts for f in evaluate(baseline, counts))
+    mismatches = tuple((name, replace(m, app=m.app + tag)) for name, tag, counts in parts
+                       for m in grid_mismatches(baseline, counts))
     return findings, mismatches
 
 
 class DriftWatch(Periodic):
     """The refresh job and the last status it computed."""
 
+    split = False  # judged per pipeline version (set per watch)
+
     def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time, *,
-                 scheduler: BackgroundScheduler):
+                 scheduler: BackgroundScheduler, split: bool = False):
         super().__init__("drift-refresh", REFRESH_SECONDS, log, "the drift figures", scheduler)
         self.store = store
         self.group_id = group_id
+        self.split = split
         self.clock = clock
         self.status = DriftStatus()
         self.baseline: Baseline | None = None  # the one the last refresh loaded
@@ -106,11 +123,11 @@ class DriftWatch(Periodic):
     def judge_recent(self, windows: Mapping[str, DayData], baseline: Baseline | None) -> None:
         """Evaluate the replica's sub-day windows against `baseline`, the one the loop switched its partitions
         to (called by the agent loop)."""
-        self.recent = judge_windows(baseline, windows)
+        self.recent = judge_windows(baseline, windows, self.split)
         self._log_mismatches()
 
     def reload(self) -> None:
-        self.baseline, self.status = judge(self.store, self.group_id, self.clock())
+        self.baseline, self.status = judge(self.store, self.group_id, self.clock(), self.split)
         self._log_mismatches()
 
     def _log_mismatches(self) -> None:
@@ -131,6 +148,7 @@ class DriftCollector:
 
     def __init__(self, watch: DriftWatch):
         self.watch = watch
+        self.split = watch.split  # a `pipeline_version` label on every finding
 
     def describe(self) -> Iterator[Metric]:
         return self._render(DriftStatus(("", "")))
@@ -142,7 +160,7 @@ class DriftCollector:
         return self._render(status)
 
     def _render(self, status: DriftStatus) -> Iterator[Metric]:
-        labels = ["app", "feature", "stat", "window"]
+        labels = ["app", "feature", "stat", "window", *(["pipeline_version"] if self.split else [])]
         value = GaugeMetricFamily("ragdrift_drift_statistic",
                                   "Drift statistic of a window against the baseline (docs/drift.md).", labels=labels)
         limit = GaugeMetricFamily("ragdrift_drift_threshold",
@@ -157,7 +175,8 @@ class DriftCollector:
                                  "Share of undrifted windows expected to alarm at the threshold (NaN: a default one).",
                                  labels=labels)
         for window, f in status.findings:
-            key = [f.app, f.feature, f.stat, window]
+            app, version = app_version(f.app)
+            key = [app, f.feature, f.stat, window, *([version or ""] if self.split else [])]
             value.add_metric(key, f.value)
             limit.add_metric(key, f.threshold)
             fired.add_metric(key, 1.0 if f.alarm else 0.0)

@@ -39,7 +39,9 @@ class Drift(Feature[HeldDeltas]):
         assert config is not None  # built only when enabled
         self.config = config
         self.store = DriftStore(wiring.store)
-        self.watch = DriftWatch(self.store, wiring.settings.kafka.group_id, scheduler=wiring.scheduler)
+        self.split = wiring.settings.windows.by_pipeline_version  # counted and judged per pipeline version
+        self.watch = DriftWatch(self.store, wiring.settings.kafka.group_id, scheduler=wiring.scheduler,
+                                split=self.split)
         self.next_recent = 0.0  # when the sub-day windows are evaluated next (time.time())
         self.active: Baseline | None = None  # the baseline every partition judges against
         self.shared: dict[str, SharedVocabulary] = {}  # version -> its vocabulary, one object for every partition
@@ -94,7 +96,7 @@ class Drift(Feature[HeldDeltas]):
         if (watched and watched.version) != (active and active.version):
             self.use(watched, states)
         if watched is not None:  # nothing to judge against otherwise
-            self.watch.judge_recent(recent_windows([self.days(s) for s in states], now), watched)
+            self.watch.judge_recent(recent_windows([self.days(s) for s in states], now, self.split), watched)
         self.next_recent = now + RECENT_SECONDS
 
     def days(self, state: PartitionState) -> DriftDays:

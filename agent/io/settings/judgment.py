@@ -61,7 +61,7 @@ class JudgmentSettings:
     enabled: bool = True
     budget: int = Budgets.k  # K: items per risk stratum (app x query type) and week
     uniform_budget: int = Budgets.uniform_k  # K of the uniform stratum
-    budgets: dict[str, int] = field(default_factory=dict)  # per stratum "app|query_type"
+    budgets: dict[str, int] = field(default_factory=dict)  # per stratum "app|query_type" (every version) or "app|query_type|version"
     max_strata: int = Budgets.max_strata  # risk strata per week and partition; more share the stratum "other"
     weights: dict[str, float] = field(default_factory=dict)  # risk signal -> weight, over the defaults
     thresholds: dict[str, float] = field(default_factory=dict)  # over the defaults

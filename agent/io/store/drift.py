@@ -1,6 +1,8 @@
 """The daily drift counts and the frozen baselines, as rows in the store.
 
-`ragdrift_drift_days` holds one row per (group, UTC day, app, feature or mix):
+`ragdrift_drift_days` holds one row per (group, UTC day, app, feature or mix),
+its app `app|version` for days counted split by pipeline version
+(agent/core/drift/days.py):
 its sparse counts as JSON ({"cell": n} or {"category": n}), or for
 `query_terms` the day's bottom-k sample of hashed query terms ({"key": [terms]},
 merged by union: agent/core/drift/queries.py), or for `grids` the digest of the
@@ -30,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
-from sqlalchemy import Column, Float, LargeBinary, MetaData, String, Table, bindparam, select, update
+from sqlalchemy import Column, Float, LargeBinary, MetaData, String, Table, bindparam, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -125,8 +127,9 @@ class DriftStore:
         return write
 
     def stored_days(self, group_id: str, first: str | None = None, last: str | None = None,
-                    app: str | None = None) -> dict:
-        """{ISO day: {app: Counts}} of the days from `first` to `last` (inclusive), of one app or all."""
+                    app: str | None = None, split: bool = False) -> dict:
+        """{ISO day: {app: Counts}} of the days from `first` to `last` (inclusive), of one app (every
+        version of it) or all; each app's versions summed, or with `split` per `app|version` key."""
         d = self.days.c
         query = select(d.day, d.app, d.feature, d.counts).where(d.group_id == group_id)
         if first is not None:
@@ -134,9 +137,9 @@ class DriftStore:
         if last is not None:
             query = query.where(d.day <= last)
         if app is not None:
-            query = query.where(d.app == app)
+            query = query.where(or_(d.app == app, d.app.startswith(f"{app}|", autoescape=True)))
         rows = {(r.day, r.app, r.feature): orjson.loads(r.counts) for r in self.store.read(query)}
-        return counts_of({k: v for k, v in rows.items() if v})
+        return counts_of({k: v for k, v in rows.items() if v}, split)
 
     def last_day(self, group_id: str) -> str | None:
         d = self.days.c
