@@ -172,18 +172,7 @@ def test_a_generated_low_traffic_canary_is_judged_and_its_traffic_estimated():
     assert canaries and 0 < sum(served.values()) < 0.05 * len(events)
     budgets = Budgets(k=3, uniform_k=5)
 
-    def sampled(split: bool) -> list[Candidate]:
-        core = CoreConfig(by_pipeline_version=split, max_pipeline_versions=8)  # five versions: none folds
-        state = PartitionState(core, judging=JudgingConfig(budgets=budgets, salt=SALT))
-        for line in lines:
-            try:
-                state.process(line)
-            except RejectedEvent:
-                pass
-        s = state.judging.sampler
-        return [c for w in s.weeks() for st in s.strata(w) for c in s.kept(w, st)]
-
-    split, unsplit = sampled(True), sampled(False)
+    split, unsplit = _kept(lines, True, budgets), _kept(lines, False, budgets)  # five versions: none folds
     week = Counter(c.week for c in split).most_common(1)[0][0]
     config = BatchConfig(budgets={UNIFORM: 5}, default_budget=3, salt=SALT)
     batch, before = build(week, split, config), build(week, unsplit, config)
@@ -224,15 +213,21 @@ def test_replay_takes_the_sample_split_by_version_as_the_agent_does(tmp_path, ca
                                   "judgment": {"budget": 2, "uniform_budget": 3, "salt": SALT}}))
     assert main(["replay", str(events), "--sample", "--format", "json", "--config", str(config)]) == 0
     sample = json.loads(capsys.readouterr().out)["sample"]
-    core = CoreConfig(by_pipeline_version=True, max_pipeline_versions=8)
-    state = PartitionState(core, judging=JudgingConfig(budgets=Budgets(k=2, uniform_k=3), salt=SALT))
+    rows = _kept(lines, True, Budgets(k=2, uniform_k=3))
+    weeks = {c.week for c in rows}
+    assert {w: set(strata) for w, strata in sample.items()} == {w: {k[1] for k in samples(rows, Budgets()) if k[0] == w}
+                                                                for w in weeks}
+    assert any("canary" in stratum for strata in sample.values() for stratum in strata)
+
+
+def _kept(lines, split: bool, budgets: Budgets) -> list[Candidate]:
+    """What one partition's sampler keeps of `lines`, split by pipeline version or not."""
+    core = CoreConfig(by_pipeline_version=split, max_pipeline_versions=8)
+    state = PartitionState(core, judging=JudgingConfig(budgets=budgets, salt=SALT))
     for line in lines:
         try:
             state.process(line)
         except RejectedEvent:
             pass
     s = state.judging.sampler
-    rows = [c for w in s.weeks() for st in s.strata(w) for c in s.kept(w, st)]
-    assert {w: set(strata) for w, strata in sample.items()} == {w: {k[1] for k in samples(rows, Budgets()) if k[0] == w}
-                                                                for w in s.weeks()}
-    assert any("canary" in stratum for strata in sample.values() for stratum in strata)
+    return [c for w in s.weeks() for st in s.strata(w) for c in s.kept(w, st)]
