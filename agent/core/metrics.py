@@ -15,16 +15,16 @@ choice is made once, by the class (`metric_families`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agent.core.config import PIPELINE_VERSION, CoreConfig
 from agent.core.facts import Facts
 from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
 from agent.core.feature import Context
-from agent.core.labels import LabelSet
+from agent.core.labels import OTHER, LabelSet
 from agent.core.model import Event
-from agent.core.pipelines import NO_VERSION, conform, version_of
+from agent.core.pipelines import NO_VERSION, conform, relabel, version_of
 from agent.core.tally import Tally, inc
 from agent.core.view import Keys, Labelled, Table, View
 from agent.core.windows import Windows
@@ -117,9 +117,16 @@ class ByPipelineVersion(MetricFamilies):
     """The metric families split by pipeline version: the views of each event's app and version label.
 
     Each app learns its own versions, up to `max_pipeline_versions` (or takes
-    the configured list): the versions compared are those of one app. They are
-    checkpointed in the section, as `pipeline_versions`, so that a state
-    without the split checkpoints as before it existed."""
+    the configured list): the versions compared are those of one app. A
+    learned version is forgotten once the bucket of its last event has been
+    folded into `retired` (it has not been seen for the longest window plus
+    the allowed lateness): its counts are then in no window, so its slot can
+    go to a new version without two versions' counts in one series, and what
+    it left in `retired` moves to `other`. Versions are looked at only when
+    the set is full and a new one arrives (`make_room`). The versions and the
+    event time each was last seen are checkpointed in the section, as
+    `pipeline_versions` and `pipeline_versions_seen`, so that a state without
+    the split checkpoints as before it existed."""
 
     __slots__ = ("by_label", "versions")
 
@@ -132,9 +139,17 @@ class ByPipelineVersion(MetricFamilies):
         app = ctx.app
         versions = self.versions.get(app)
         if versions is None:
-            versions = self.versions[app] = Versions(self._known(), self._views_of)
+            versions = self.versions[app] = Versions(app, self._known(), self)
         views = self.views = versions[version_of(facts.event)]
-        ctx.pipeline_version = views.tail[0]  # the features after the families split by the same label
+        label = ctx.pipeline_version = views.tail[0]  # the features after the families split by the same label
+        # Event time, as the windows place the counts; never past the write time,
+        # as the watermark: a clock far ahead must not keep a version for ever.
+        ts, now = facts.ts, ctx.now
+        if now is not None and ts > now:
+            ts = now
+        last = versions.last
+        if ts > last.get(label, _NEVER):
+            last[label] = ts
         MetricFamilies.observe(self, facts, ctx)  # not super(): no proxy built per event
 
     def lead(self, event: Event) -> tuple[str, ...]:
@@ -145,23 +160,62 @@ class ByPipelineVersion(MetricFamilies):
     def _known(self, seen: Sequence[str] = ()) -> LabelSet:
         return LabelSet(self.config.max_pipeline_versions, self.config.label_values.get(PIPELINE_VERSION), seen)
 
-    def _views_of(self, label: str) -> Views:
+    def views_of(self, label: str) -> Views:
         views = self.by_label.get(label)
         if views is None:
             views = self.by_label[label] = Views((label,), self.config, self.labels, self.shared)
         return views
 
+    def make_room(self, versions: Versions) -> None:
+        """Forget the app's learned versions last seen before the oldest bucket
+        the windows keep. Only when one may be due (`Versions.due`): a full set
+        that keeps its versions costs a comparison per event of a further one."""
+        windows = self.windows
+        edge = windows.oldest() * self.config.bucket_seconds  # the first second of the oldest bucket kept
+        if versions.due >= edge:
+            return
+        last = versions.last
+        for label in [v for v in versions.known.seen if last[v] < edge]:
+            versions.forget(label)
+            views = self.by_label.get(label)
+            if views is not None:  # none for a version restored and not seen since
+                views.pop(versions.app, None)
+                if not views:
+                    del self.by_label[label]
+            for tally in windows.retired_readings():
+                relabel(tally, versions.app, label, OTHER)
+        versions.due = min((last[v] for v in versions.known.seen), default=_EVER)
+
     def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
         section = super().to_dict(sealed_elsewhere)
-        section["pipeline_versions"] = {app: v.known.to_list() for app, v in sorted(self.versions.items()) if v.known.seen}
+        learned = {app: v for app, v in sorted(self.versions.items()) if v.known.seen}
+        section["pipeline_versions"] = {app: v.known.to_list() for app, v in learned.items()}
+        section["pipeline_versions_seen"] = {app: {label: v.last[label] for label in v.known.to_list()}
+                                             for app, v in learned.items()}
         return section
 
     def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
+        """Learned versions checkpointed without the time each was last seen
+        (before it was kept) count as seen at the restored watermark."""
         super().restore(section, sealed)
         learned = (section or {}).get("pipeline_versions", {})  # none when checkpointed without the split
         if not isinstance(learned, dict) or not all(isinstance(seen, list) for seen in learned.values()):
             raise TypeError("pipeline_versions: expected each app's list of versions")
-        self.versions = {app: Versions(self._known(seen), self._views_of) for app, seen in learned.items()}
+        seen_at = (section or {}).get("pipeline_versions_seen", {})
+        if not isinstance(seen_at, dict) or not all(
+                isinstance(times, dict) and all(isinstance(t, int | float) for t in times.values())
+                for times in seen_at.values()):
+            raise TypeError("pipeline_versions_seen: expected each app's event time of each version")
+        restored_at = self.windows.watermark or 0.0
+        self.versions = {}
+        for app, seen in learned.items():
+            known = self._known(seen)
+            times = seen_at.get(app, {})
+            self.versions[app] = Versions(app, known, self, {v: float(times.get(v, restored_at)) for v in known.seen})
+
+
+_NEVER = float("-inf")  # last seen before any event
+_EVER = float("inf")  # no learned version to forget
 
 
 class Versions(dict[str | None, Views]):
@@ -170,19 +224,38 @@ class Versions(dict[str | None, Views]):
     `other`. As in `Labelled`, only a version kept as itself is remembered, so
     the mapping is bounded as the label set is."""
 
-    __slots__ = ("known", "views_of")
+    __slots__ = ("app", "due", "families", "known", "last")
 
-    def __init__(self, known: LabelSet, views_of: Callable[[str], Views]) -> None:
+    def __init__(self, app: str, known: LabelSet, families: ByPipelineVersion,
+                 last: dict[str, float] | None = None) -> None:
         super().__init__()
+        self.app = app
         self.known = known  # the app's pipeline versions
-        self.views_of = views_of
+        self.families = families
+        self.last = last or {}  # label -> the latest event time counted under it
+        # At most the earliest `last` of a learned version: none can be forgotten before the windows pass it.
+        self.due = _NEVER
 
     def __missing__(self, version: str | None) -> Views:
-        label = NO_VERSION if version is None else self.known(version)
-        views = self.views_of(label)
+        if version is None:
+            label = NO_VERSION
+        else:
+            known = self.known
+            if version not in known and not known.fixed and len(known) >= known.limit:
+                self.families.make_room(self)
+            label = known(version)
+            if label == version:
+                self.due = _NEVER  # learned (or kept): its time is not yet in `due`
+        views = self.families.views_of(label)
         if version is None or label == version:
             self[version] = views
         return views
+
+    def forget(self, label: str) -> None:
+        """A learned version leaves the set, its slot free for a new one."""
+        del self.known[label]
+        self.pop(label, None)
+        self.last.pop(label, None)
 
 
 def metric_families(config: CoreConfig, labels: dict[str, LabelSet]) -> MetricFamilies:

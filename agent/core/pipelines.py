@@ -61,6 +61,18 @@ def conform(tally: Tally, split: bool) -> Tally:
     return out
 
 
+def relabel(tally: Tally, app: str, version: str, to: str | None) -> None:
+    """Move the keys of one app's pipeline version label in a split tally,
+    in place, to the label `to` (summed with what it holds), or drop them
+    when `to` is None: how a forgotten version leaves a tally."""
+    moved = [key for key in tally if key[0] in _UNSPLIT and key[2] == version and key[1] == app]
+    for key in moved:
+        value = tally.pop(key)
+        if to is not None:
+            new: Key = (key[0], app, to, *key[3:])
+            tally[new] = tally.get(new, 0) + value
+
+
 def of_version(tally: Tally, version: str) -> Tally:
     """The keys of one pipeline version label in a split tally, without the label."""
     out: Tally = {}

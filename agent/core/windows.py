@@ -88,6 +88,13 @@ class Windows:
         self._before.clear()
         return out
 
+    def retired_readings(self) -> list[Tally]:
+        """The retired sums and, when this round touched them, the reading
+        `take_added` compares them with: a change that regroups the sums
+        (moves, not adds) is made to both, so the round's additions stay."""
+        before = self._before.get(id(self.retired))
+        return [self.retired] if before is None else [self.retired, before[1]]
+
     def _retire(self) -> None:
         oldest = self.head - self.config.horizon_buckets + 1
         retired = self._before.get(id(self.retired))
