@@ -123,7 +123,8 @@ class ByPipelineVersion(MetricFamilies):
     the allowed lateness): its counts are then in no window, so its slot can
     go to a new version without two versions' counts in one series, and what
     it left in `retired` moves to `other`. Versions are looked at only when
-    the set is full and a new one arrives (`make_room`). The versions and the
+    the set is full and a new one arrives (`make_room`), in the windows as the
+    events before it left them. The versions and the
     event time each was last seen are checkpointed in the section, as
     `pipeline_versions` and `pipeline_versions_seen`, so that a state without
     the split checkpoints as before it existed."""

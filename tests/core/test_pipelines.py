@@ -193,3 +193,99 @@ def test_damaged_learned_versions_are_a_state_error(damaged):
     data["windows"]["pipeline_versions"] = damaged
     with pytest.raises(StateError, match="damaged state"):
         PartitionState.from_dict(SPLIT, data)
+
+
+# --------------------------------------------------------------------------- versions come and go
+
+DAY = 86400
+RELEASES = CoreConfig(by_pipeline_version=True)  # 5m, 1h, 24h windows, 300 s lateness, 4 versions per app
+
+
+def releases() -> list[bytes]:
+    """Five releases, one a day, each version serving until the next: v1 at day 0 and 1, v2 at day 1
+    and 2, ..., v5 from day 4. Version k's last event is at day k."""
+    raws = [doc(0, "v1")]
+    for k in range(1, 5):
+        raws += [doc(2 * k - 1, f"v{k}", t=T0 + k * DAY), doc(2 * k, f"v{k + 1}", t=T0 + k * DAY)]
+    return raws
+
+
+def test_the_fifth_release_keeps_its_name_once_the_first_has_aged_out():
+    # At day 4 the windows keep the buckets from 24h + 300 s before the watermark:
+    # from T0 + 3 days - 300 s. v1 (last seen day 1) and v2 (day 2) are out of
+    # every window, so both are forgotten and v5 takes a slot; what they counted
+    # is in `retired` and moves there to `other`.
+    state = feed(PartitionState(RELEASES), releases())
+    assert counts(state.totals(), "retrievals") == {("alpha", "other"): 4, ("alpha", "v3"): 2, ("alpha", "v4"): 2,
+                                                    ("alpha", "v5"): 1}
+    assert counts(state.windows.window(DAY, T0 + 4 * DAY), "retrievals") == {("alpha", "v4"): 1, ("alpha", "v5"): 1}
+    windows = state.to_dict()["windows"]
+    assert windows["pipeline_versions"] == {"alpha": ["v3", "v4", "v5"]}
+    assert windows["pipeline_versions_seen"] == {"alpha": {"v3": T0 + 3 * DAY, "v4": T0 + 4 * DAY,
+                                                           "v5": T0 + 4 * DAY}}
+    assert set(state.metrics.by_label) == {"v3", "v4", "v5"}  # the views of v1 and v2 are let go
+
+
+def test_a_new_release_is_other_until_a_learned_version_has_left_the_windows():
+    # v2..v4 last seen at T0 leave the windows when the oldest bucket kept starts after T0:
+    # at a watermark of T0 + 24h + 300 s + one bucket (the windows as the event before left them).
+    # v1, seen again a day later, stays.
+    raws = [doc(k, f"v{k}") for k in range(1, 5)] + [doc(5, "v1", t=T0 + DAY), doc(6, "v5", t=T0 + DAY + 300)]
+    state = feed(PartitionState(RELEASES), raws)
+    assert counts(state.totals(), "retrievals") == {("alpha", "v1"): 2, ("alpha", "v2"): 1, ("alpha", "v3"): 1,
+                                                    ("alpha", "v4"): 1, ("alpha", "other"): 1}
+    state = feed(state, [doc(7, "v1", t=T0 + DAY + 360), doc(8, "v5", t=T0 + DAY + 360)])
+    assert counts(state.totals(), "retrievals") == {("alpha", "v1"): 3, ("alpha", "other"): 4, ("alpha", "v5"): 1}
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v5"]}
+
+
+def test_what_each_round_added_is_unchanged_when_a_version_is_forgotten():
+    state, taken = PartitionState(RELEASES), {}
+    for raw in releases():
+        state.process(raw)
+        for key, value in state.take_added().items():
+            assert value > 0
+            taken[key] = taken.get(key, 0) + value
+    # The process's counters keep what each version counted; the state's retired sums regroup it.
+    assert counts(taken, "retrievals") == {("alpha", f"v{k}"): 2 for k in range(1, 5)} | {("alpha", "v5"): 1}
+    assert conform(taken, False) == pytest.approx(conform(state.totals(), False))
+
+
+@pytest.mark.parametrize("cut", [1, 5, 8, 9])
+def test_a_state_forgetting_versions_checkpoints_and_continues_as_an_uninterrupted_one(cut):
+    raws = releases()
+    assert checkpoint(feed(PartitionState(RELEASES), raws[:cut])).to_dict() == \
+        feed(PartitionState(RELEASES), raws[:cut]).to_dict()
+    assert feed(checkpoint(feed(PartitionState(RELEASES), raws[:cut])), raws[cut:]).to_dict() == \
+        feed(PartitionState(RELEASES), raws).to_dict()
+
+
+def test_versions_checkpointed_without_their_last_seen_count_as_seen_at_the_restored_watermark():
+    raws = [doc(0, "v1"), *(doc(k, f"v{k}", t=T0 + DAY) for k in (2, 3, 4))]
+    data = orjson.loads(orjson.dumps(feed(PartitionState(RELEASES), raws).to_dict()))
+    assert data["windows"]["pipeline_versions_seen"] == {"alpha": {"v1": T0, "v2": T0 + DAY, "v3": T0 + DAY,
+                                                                   "v4": T0 + DAY}}
+    old = dict(data, windows={k: v for k, v in data["windows"].items() if k != "pipeline_versions_seen"})
+    # Half a day on, v1's own last event has left the windows (T0 < T0 + 1.5 days - 24h - 300 s):
+    # the state that kept it forgets v1; the one restored without it counts v1 as seen at T0 + 1 day.
+    later = [doc(5, "v2", t=T0 + 1.5 * DAY), doc(6, "v5", t=T0 + 1.5 * DAY)]
+    kept = feed(PartitionState.from_dict(RELEASES, data), later)
+    assert counts(kept.totals(), "retrievals") == {("alpha", "other"): 1, ("alpha", "v2"): 2, ("alpha", "v3"): 1,
+                                                   ("alpha", "v4"): 1, ("alpha", "v5"): 1}
+    restored = feed(PartitionState.from_dict(RELEASES, old), later)
+    assert counts(restored.totals(), "retrievals") == {("alpha", "v1"): 1, ("alpha", "v2"): 2, ("alpha", "v3"): 1,
+                                                       ("alpha", "v4"): 1, ("alpha", "other"): 1}
+    assert restored.to_dict()["windows"]["pipeline_versions_seen"]["alpha"]["v1"] == T0 + DAY
+    # A day after the restored watermark (plus the lateness and a bucket, as the first v5 event left
+    # the windows), v1, v3 and v4 go: the second v5 event takes a slot.
+    restored = feed(restored, [doc(7, "v5", t=T0 + 2 * DAY + 360), doc(8, "v5", t=T0 + 2 * DAY + 360)])
+    assert restored.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v2", "v5"]}  # v2 seen at 1.5 days
+    assert counts(restored.totals(), "retrievals") == {("alpha", "v2"): 2, ("alpha", "v5"): 1, ("alpha", "other"): 5}
+
+
+@pytest.mark.parametrize("damaged", [["v1"], {"alpha": ["v1"]}, {"alpha": {"v1": "yesterday"}}])
+def test_damaged_last_seen_times_are_a_state_error(damaged):
+    data = feed(PartitionState(SPLIT), [doc(0, "v1")]).to_dict()
+    data["windows"]["pipeline_versions_seen"] = damaged
+    with pytest.raises(StateError, match="damaged state"):
+        PartitionState.from_dict(SPLIT, data)
