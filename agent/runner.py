@@ -58,7 +58,7 @@ class Agent:
         self.parts = Ownership(settings=settings, store=store, consumer=self.consumer, letters=self.letters,
                                tracer=tracer, budget=self._remaining, features=features)
         self.owned = self.parts.owned
-        self.counters: Tally = {}  # everything this process ingested: only ever grows
+        self.counters: Tally = {}  # everything this process ingested, less the pipeline versions forgotten
         self.exemplars: dict[tuple, tuple[str, float]] = {}
         self.last_progress = time.monotonic()
         self.log_end: dict[TopicPartition, int] = {}  # from the last probe (fresh while paused too)

@@ -6,7 +6,9 @@ partitions' windows and its own health. Label values are folded here to the
 top N by volume plus `other`, and the per-window ratios and source
 concentration are computed here: per app shown (the other apps together as
 `other`), over every source. Split by pipeline version, the families carry
-its label (folded like the others); the ratios stay per app, over every
+its label, folded per app (`versions_shown`): each app shows its own top N
+versions, and a version without traffic in the longest window gives its
+place up, its counter series ending; the ratios stay per app, over every
 version.
 """
 
@@ -25,7 +27,7 @@ from agent.core.families import FAMILIES
 from agent.core.filters import OUTCOMES
 from agent.core.freshness import STALE_RESULTS
 from agent.core.labels import OTHER
-from agent.core.pipelines import conform
+from agent.core.pipelines import conform, relabel
 from agent.core.query_mix import LANGUAGES, NEW_TERMS, QUERY_TYPES, TERMS
 from agent.core.reasons import REASONS
 from agent.core.sources import ADMITTED_RESULTS, concentration
@@ -39,8 +41,8 @@ VOLUME = {
     "filter": OUTCOMES.name,
     "query_type": QUERY_TYPES.name,
     "language": LANGUAGES.name,
-    PIPELINE_VERSION: RETRIEVALS.name,
 }
+_VERSION = (PIPELINE_VERSION,)
 EXEMPLAR_FAMILIES = frozenset((UNAUTHORIZED_RESULTS.name, UNAUTHORIZED_RETRIEVALS.name, STALE_RESULTS.name))
 _SUFFIXES = ("_bucket", "_sum", "_count")
 
@@ -118,20 +120,50 @@ def shown_values(volume: Tally, shown: Shown, top_n: int, labels: Labels) -> dic
         for position, dim in enumerate(dims, start=1):
             if VOLUME.get(dim) == key[0]:
                 by_dim[dim][key[position]] += value
+    return {dim: _top(sorted(values, key=lambda v: (-values[v], v)), set(shown.get(dim, ())), top_n)
+            for dim, values in by_dim.items()}
+
+
+def versions_shown(volume: Tally, live: Tally, shown: Shown, top_n: int) -> dict[str, frozenset[str]]:
+    """Per app, the pipeline versions with their own series: those it showed
+    that still have traffic in `live` (the longest window; sticky while they
+    do), then the most traffic there, then over `volume`, until `top_n`. Per
+    app, so that a small app's canary is not outranked by a large app's
+    versions; and a version with no traffic left in the window gives its place
+    up, as the partitions forget it (agent/core/metrics.py)."""
+    by_app, live_by_app = _by_app_version(volume), _by_app_version(live)
     out = {}
-    for dim, values in by_dim.items():
-        kept = set(shown.get(dim, ()))
-        for label in sorted(values, key=lambda v: (-values[v], v)):
-            if len(kept) >= top_n:
-                break
-            if label != OTHER:
-                kept.add(label)
-        out[dim] = frozenset(kept)
+    for app, values in by_app.items():
+        recent = live_by_app.get(app, {})
+        kept = {version for version in shown.get(app, ()) if recent.get(version)}
+        out[app] = _top(sorted(values, key=lambda v: (-recent.get(v, 0), -values[v], v)), kept, top_n)
     return out
 
 
-def fold(tally: Tally, shown: Shown, labels: Labels) -> Tally:
-    """Each label value not shown becomes `other`; what it counted is kept there."""
+def _by_app_version(tally: Tally) -> dict[str, dict[str, float]]:
+    """Events per app and pipeline version label, from a split tally."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for key, value in tally.items():
+        if key[0] == RETRIEVALS.name:
+            out[key[1]][key[2]] += value
+    return out
+
+
+def _top(ranked: list[str], kept: set[str], top_n: int) -> frozenset[str]:
+    """`kept`, then the values of `ranked` in order until there are `top_n` (`other` is none of them)."""
+    for label in ranked:
+        if len(kept) >= top_n:
+            break
+        if label != OTHER:
+            kept.add(label)
+    return frozenset(kept)
+
+
+def fold(tally: Tally, shown: Shown, labels: Labels, versions: Shown | None = None) -> Tally:
+    """Each label value not shown becomes `other`; what it counted is kept there.
+    With `versions` (per app, `versions_shown`), the pipeline version label
+    right after the app is shown for the app as folded; an app folded into
+    `other` shows none of its own."""
     out: Tally = {}
     for key, value in tally.items():
         dims = labels.get(_family_name(key[0]))
@@ -141,6 +173,8 @@ def fold(tally: Tally, shown: Shown, labels: Labels) -> Tally:
         for i, dim in enumerate(dims):
             if dim in shown and values[i] not in shown[dim]:
                 values[i] = OTHER
+        if versions is not None and dims[1:2] == _VERSION and values[1] not in versions.get(values[0], ()):
+            values[1] = OTHER
         folded = (key[0], *values)
         out[folded] = out.get(folded, 0) + value
     return out
@@ -184,22 +218,33 @@ class Exposition:
         self.config = config
         self.top_n = top_n
         self.shown: dict[str, frozenset[str]] = {}
+        self.versions: dict[str, frozenset[str]] | None = {} if config.by_pipeline_version else None  # per app
+        self.forgotten = 0.0  # events of the versions whose counter series ended
         self.labels: Labels = {f.name: config.labels_of(f) for f in FAMILIES}
         self.unsplit: Labels = {f.name: f.labels for f in FAMILIES}
 
     def snapshot(self, counters: Tally, windows: Mapping[str, Tally], now: float,
-                 exemplars: Mapping[Key, tuple[str, float]] | None = None, health: Health = Health()) -> Snapshot:
+                 exemplars: dict[Key, tuple[str, float]] | None = None, health: Health = Health()) -> Snapshot:
+        """Split by pipeline version, `counters` and `exemplars` (the caller's,
+        which only ever grow) lose the keys of the versions forgotten (`_forget`)."""
         # Rank by this process's counts and the longest window, so that values
         # restored from a checkpoint keep their names after a restart.
         longest = max(self.config.windows, key=lambda window: window[1])[0]
         labels = self.labels
-        self.shown = shown_values(total([counters, windows.get(longest, {})]), self.shown, self.top_n, labels)
-        folded = fold(counters, self.shown, labels)
+        volume = total([counters, windows.get(longest, {})])
+        self.shown = shown_values(volume, self.shown, self.top_n, labels)
+        versions = self.versions
+        if versions is not None:
+            live = windows.get(longest, {})
+            versions = versions_shown(volume, live, versions, self.top_n)
+            self._forget(counters, exemplars or {}, versions, live)
+            self.versions = versions
+        folded = fold(counters, self.shown, labels, versions)
         last = health.last_checkpoint
         since = health.unreachable_since
         return Snapshot(
             counters=folded,
-            windows={name: fold(tally, self.shown, labels) for name, tally in windows.items()},
+            windows={name: fold(tally, self.shown, labels, versions) for name, tally in windows.items()},
             # Per-app ratios over the apps shown (the rest as one `other`), so that every app-labelled
             # family shows at most top_n apps whatever each partition's label set kept; sources stay
             # unfolded, since concentration is computed over all of them; pipeline versions summed.
@@ -207,12 +252,35 @@ class Exposition:
                             for name, tally in windows.items()}),
             exemplars={k: v for k, v in (exemplars or {}).items() if k[0] in EXEMPLAR_FAMILIES},
             leads=tuple(sorted({k[1:] for k in folded if k[0] == RETRIEVALS.name})),
-            processed=sum(v for k, v in counters.items() if k[0] == RETRIEVALS.name),
+            processed=self.forgotten + sum(v for k, v in counters.items() if k[0] == RETRIEVALS.name),
             rejected={reason: health.rejected.get(reason, 0) for reason in REASONS},
             health=health,
             checkpoint_age=None if last is None else max(0.0, now - last),
             unreachable_seconds=0.0 if since is None else max(0.0, now - since),
         )
+
+
+    def _forget(self, counters: Tally, exemplars: dict[Key, tuple[str, float]], versions: Shown, live: Tally) -> None:
+        """Bound the process's counters by the versions that still count: a
+        version no longer shown loses its keys (its series ends; moved into
+        `other`, they would read there as a burst of traffic), and one never
+        shown with no traffic left in the window has its keys moved into
+        `other`, where they were folded already."""
+        before = self.versions or {}
+        in_window = _by_app_version(live)
+        for app, values in _by_app_version(counters).items():
+            for version in values:
+                if version == OTHER or version in versions.get(app, ()):
+                    continue
+                if version in before.get(app, ()):
+                    self.forgotten += values[version]
+                    relabel(counters, app, version, None)
+                elif not in_window.get(app, {}).get(version):
+                    relabel(counters, app, version, OTHER)
+                else:
+                    continue
+                for family in EXEMPLAR_FAMILIES:
+                    exemplars.pop((family, app, version), None)
 
 
 def _family_name(key_name: str) -> str:
