@@ -127,7 +127,8 @@ def shown_values(volume: Tally, shown: Shown, top_n: int, labels: Labels) -> dic
 def versions_shown(volume: Tally, live: Tally, shown: Shown, top_n: int) -> dict[str, frozenset[str]]:
     """Per app, the pipeline versions with their own series: those it showed
     that still have traffic in `live` (the longest window; sticky while they
-    do), then the most traffic there, then over `volume`, until `top_n`. Per
+    do), then the most traffic there, then those it showed, then the most
+    traffic over `volume`, until `top_n`. Per
     app, so that a small app's canary is not outranked by a large app's
     versions; and a version with no traffic left in the window gives its place
     up, as the partitions forget it (agent/core/metrics.py)."""
@@ -135,8 +136,9 @@ def versions_shown(volume: Tally, live: Tally, shown: Shown, top_n: int) -> dict
     out = {}
     for app, values in by_app.items():
         recent = live_by_app.get(app, {})
-        kept = {version for version in shown.get(app, ()) if recent.get(version)}
-        out[app] = _top(sorted(values, key=lambda v: (-recent.get(v, 0), -values[v], v)), kept, top_n)
+        before = shown.get(app, frozenset())
+        kept = {version for version in before if recent.get(version)}
+        out[app] = _top(sorted(values, key=lambda v: (-recent.get(v, 0), v not in before, -values[v], v)), kept, top_n)
     return out
 
 

@@ -26,6 +26,7 @@ from agent.core.state import PartitionState
 from agent.core.tally import Counter, Histogram, total
 from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
 from agent.io.prometheus.endpoint import MetricsServer
+from tests.core.test_pipelines import DAY, T0, releases
 
 APPS = ("docs-search", "hr-assistant", "support-bot")
 REASONS = ("invalid_json", "invalid_field", "unsupported_schema", "too_large", "pii_suspected")
@@ -578,6 +579,60 @@ def test_pipeline_versions_beyond_the_top_n_fold_into_other():
     c.publish(counters={("retrievals", "app", version): n for version, n in volumes.items()})
     shown = {s.labels["pipeline_version"]: s.value for s in samples(registry) if s.name == "ragdrift_retrievals_total"}
     assert shown == {"v1": 40, "v2": 30, "other": 7}
+
+
+def retrievals_by_version(registry) -> dict[tuple[str, str], float]:
+    return {(s.labels["app"], s.labels["pipeline_version"]): s.value for s in samples(registry)
+            if s.name == "ragdrift_retrievals_total"}
+
+
+def test_each_app_shows_its_own_top_versions():
+    # Ranked over all apps, the two largest (v1, v2 of search) would leave the bot's canary in `other`.
+    c, registry = collector(SPLIT, top_n=2)
+    volumes = {("search", "v1"): 1000, ("search", "v2"): 900, ("search", "v3"): 800,
+               ("bot", "stable"): 20, ("bot", "canary"): 3}
+    counters = {("retrievals", app, version): n for (app, version), n in volumes.items()}
+    c.publish(counters=counters, windows={"24h": dict(counters)})
+    assert retrievals_by_version(registry) == {("search", "v1"): 1000, ("search", "v2"): 900,
+                                               ("search", "other"): 800, ("bot", "stable"): 20,
+                                               ("bot", "canary"): 3}
+
+
+def test_a_version_keeps_its_place_while_in_the_longest_window_then_gives_it_up():
+    c, registry = collector(SPLIT, top_n=2)
+    counters = {("retrievals", "a", "v1"): 50, ("retrievals", "a", "v2"): 40}
+    c.publish(counters=counters, windows={"24h": {("retrievals", "a", "v1"): 5, ("retrievals", "a", "v2"): 4}})
+    # A canary larger than both waits in `other` while they still have traffic in the window.
+    counters[("retrievals", "a", "v3")] = 100
+    c.publish(counters=counters, windows={"24h": {("retrievals", "a", "v1"): 5, ("retrievals", "a", "v2"): 4,
+                                                  ("retrievals", "a", "v3"): 100}})
+    assert retrievals_by_version(registry) == {("a", "v1"): 50, ("a", "v2"): 40, ("a", "other"): 100}
+    # v1 leaves the window: the canary takes its place and v1's series ends (its keys leave the
+    # process's counters and its exemplars go; moved into `other` they would read as a burst there).
+    # v4, never shown and out of the window, moves into `other`, where it was folded already.
+    counters[("retrievals", "a", "v4")] = 7
+    exemplars = {("unauthorized_results", "a", "v1"): (TRACE, 1.0), ("unauthorized_results", "a", "v3"): (TRACE, 2.0)}
+    c.publish(counters=counters, windows={"24h": {("retrievals", "a", "v2"): 4, ("retrievals", "a", "v3"): 100}},
+              exemplars=exemplars)
+    assert retrievals_by_version(registry) == {("a", "v2"): 40, ("a", "v3"): 100, ("a", "other"): 7}
+    assert counters == {("retrievals", "a", "v2"): 40, ("retrievals", "a", "v3"): 100, ("retrievals", "a", "other"): 7}
+    assert list(exemplars) == [("unauthorized_results", "a", "v3")]
+    assert c.latest.snapshot.processed == 197  # v1's 50 still counted as processed
+
+
+def test_the_fifth_release_is_exported_under_its_own_name():
+    # One release a day (tests/core/test_pipelines.py `releases`), published daily as the agent does:
+    # the partition forgets v1 and v2 at day 4, so v5 counts, and is shown, as itself.
+    config = dataclasses.replace(SPLIT, windows=(("24h", 86400),))
+    state, counters = PartitionState(config), {}
+    c, registry = collector(config)
+    for raw in releases():
+        state.process(raw)
+        counters = total([counters, state.take_added()])
+        now = state.windows.watermark
+        c.publish(counters=counters, windows={"24h": state.windows.window(DAY, now)})
+    assert now == T0 + 4 * DAY
+    assert retrievals_by_version(registry) == {("alpha", f"v{k}"): 2 for k in range(1, 5)} | {("alpha", "v5"): 1}
 
 
 def test_exemplars_name_the_pipeline_version(split_published):
