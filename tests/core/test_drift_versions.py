@@ -13,6 +13,7 @@ from agent.core.drift.days import DriftConfig, app_version, by_version, counts_o
 from agent.core.drift.features import TOP1_SCORE
 from agent.core.state import PartitionState
 from agent.synth import ScheduledIncident, generate
+from tests.core.test_pipelines import DAY, T0, doc
 
 DAY0 = datetime(2026, 3, 1, tzinfo=UTC)
 STABLE, CANARY = "support-3.14.0", "support-3.15.0-canary"
@@ -78,3 +79,20 @@ def test_the_sub_day_windows_split_by_version_too():
     split, whole = recent_windows([state.drift], now, split=True), recent_windows([state.drift], now)
     assert whole["1h"] and set(whole["1h"]) == {app_version(k)[0] for k in split["1h"]}
     assert CANARY in by_version(split["1h"])
+
+
+def test_a_version_forgotten_and_learned_again_counts_under_its_own_key_each_day():
+    # One version per app at a time: v1, then v2 once v1 has left the windows (a day and a bucket
+    # after its last event, read as the event before left them), then v1 again once v2 has.
+    state = PartitionState(CoreConfig(by_pipeline_version=True, max_pipeline_versions=1), drift=DriftConfig())
+    for i, (version, t) in enumerate([("v1", T0), ("v2", T0 + 60), ("v2", T0 + DAY + 360), ("v2", T0 + DAY + 420),
+                                      ("v1", T0 + 2 * DAY), ("v1", T0 + 3 * DAY + 480), ("v1", T0 + 3 * DAY + 540)]):
+        state.process(doc(i, version, t=t))
+    rows = state.drift.take()
+    keys = {(day, key): cells for (day, key, feature), cells in rows.items() if feature == "result_count"}
+    assert sorted(keys) == [("2024-03-11", "alpha|other"), ("2024-03-11", "alpha|v1"),
+                            ("2024-03-12", "alpha|other"), ("2024-03-12", "alpha|v2"),
+                            ("2024-03-13", "alpha|other"),
+                            ("2024-03-14", "alpha|other"), ("2024-03-14", "alpha|v1")]
+    assert sum(sum(cells.values()) for cells in keys.values()) == 7
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1"]}

@@ -41,6 +41,7 @@ from agent.core.sampling import (
 )  # fmt: skip
 from agent.core.state import PartitionState
 from agent.synth import generate, parse_incident
+from tests.core.test_pipelines import DAY, T0, doc
 
 WEEK = "2026-W48"
 SALT = "a deployment's secret"
@@ -154,6 +155,23 @@ def test_each_event_is_sampled_under_the_version_label_its_gauges_carry():
     off.process(lines[0])
     assert off.context.pipeline_version is None
     assert all(s.count("|") == 1 for w in off.judging.sampler.weeks() for s in off.judging.sampler.strata(w) if s != UNIFORM)
+
+
+def test_a_version_forgotten_and_learned_again_is_sampled_in_its_own_stratum_again():
+    """Strata are keyed by the label: while forgotten, a version's events go to `other`'s stratum;
+    learned again, to its own, within the week's bound of strata."""
+    state = PartitionState(CoreConfig(by_pipeline_version=True, max_pipeline_versions=1),
+                           judging=JudgingConfig(budgets=Budgets(k=10, uniform_k=1)))
+    # v1; v2 (other); v2 learned once v1 left the windows; v1 (other); v1 learned again.
+    stream = [("v1", T0), ("v2", T0 + 60), ("v2", T0 + DAY + 360), ("v2", T0 + DAY + 420), ("v1", T0 + 2 * DAY),
+              ("v1", T0 + 3 * DAY + 480), ("v1", T0 + 3 * DAY + 540)]
+    for i, (version, t) in enumerate(stream):
+        state.process(doc(i, version, t=t))
+    sampler = state.judging.sampler
+    (week,) = sampler.weeks()
+    kept = {s: sorted(c.event_id for c in sampler.kept(week, s)) for s in sampler.strata(week) if s != UNIFORM}
+    assert kept == {"alpha|unknown|v1": ["e-0", "e-6"], "alpha|unknown|other": ["e-1", "e-2", "e-4", "e-5"],
+                    "alpha|unknown|v2": ["e-3"]}
 
 
 def test_a_generated_low_traffic_canary_is_judged_and_its_traffic_estimated():
