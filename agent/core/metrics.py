@@ -124,10 +124,10 @@ class ByPipelineVersion(MetricFamilies):
     go to a new version without two versions' counts in one series, and what
     it left in `retired` moves to `other`. Versions are looked at only when
     the set is full and a new one arrives (`make_room`), in the windows as the
-    events before it left them. The versions and the
-    event time each was last seen are checkpointed in the section, as
-    `pipeline_versions` and `pipeline_versions_seen`, so that a state without
-    the split checkpoints as before it existed."""
+    events before it left them. The versions and the event time each was last
+    seen are checkpointed in the section, as `pipeline_versions` and
+    `pipeline_versions_seen`, so that a state without the split checkpoints as
+    before it existed."""
 
     __slots__ = ("by_label", "versions")
 

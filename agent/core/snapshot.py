@@ -221,7 +221,7 @@ class Exposition:
         self.top_n = top_n
         self.shown: dict[str, frozenset[str]] = {}
         self.versions: dict[str, frozenset[str]] | None = {} if config.by_pipeline_version else None  # per app
-        self.forgotten = 0.0  # events of the versions whose counter series ended
+        self.forgotten: float = 0  # events of the versions whose counter series ended
         self.labels: Labels = {f.name: config.labels_of(f) for f in FAMILIES}
         self.unsplit: Labels = {f.name: f.labels for f in FAMILIES}
 
