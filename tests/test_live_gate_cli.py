@@ -20,7 +20,7 @@ from agent.io.store.live_gate import LiveGateStore
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
 from agent.service import FEATURES
-from tests import live_traffic as traffic
+from tests import gate_traffic as traffic
 from tests.test_cli import one_line_error, run
 
 GROUP = "ragdrift"
