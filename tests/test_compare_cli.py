@@ -1,5 +1,6 @@
-"""`ragdrift compare`: the release gate on runs built from generated traffic (a leak, a slice that
-regresses under a better macro figure, stale conflicts, an equivalent change), and bad input."""
+"""`ragdrift compare`: the release gate on runs and qrels built from the live gate's canary traffic (a leak, a
+slice that regresses under a better macro figure, stale conflicts, an equivalent change), the two halves' verdicts
+on it alike, and bad input."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests import gate_traffic as traffic
+from tests import test_live_gate_cli as live_gate
 from tests.test_cli import one_line_error, run
 
 K = str(traffic.K)
@@ -147,3 +149,17 @@ def test_evaluate_reads_the_run_with_facts(tmp_path, capsys, files):
         assert status == 0, err
         outs.append(out)
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("canary", traffic.CANARIES)
+def test_the_offline_and_the_live_gate_agree_on_the_same_traffic(tmp_path, capsys, files, canary):
+    offline_status, offline = compare(capsys, files, candidate(tmp_path, canary))
+    url = f"sqlite:///{tmp_path}/{canary}.db"
+    live_gate.write(url, live_gate.held(canary))
+    live_status, live = live_gate.live(capsys, live_gate.config(tmp_path, url))
+    assert (offline_status, offline["verdict"]) == (live_status, live["verdict"]) == (
+        (0, "pass") if canary == "equivalent" else (1, "fail"))
+    if canary == "slice":
+        for report in (offline, live):
+            assert {row["label"] for row in report["slices"] if row["dimension"] == "app" and row["outcome"] == "fail"} \
+                   == {traffic.SLICE}
