@@ -93,8 +93,7 @@ def _evidence(results: list[dict]) -> list[str]:
 def _rerank(event: dict, order: list[dict], shift: float) -> None:
     """`order` served in the slots of the old ranking: each slot keeps its rank, score (plus `shift`)
     and packing, so scores still fall with rank."""
-    slots = sorted(event["results"], key=lambda r: r["rank"])
-    slots = [(r["rank"], r["score"], r.get("packed")) for r in slots]
+    slots = [(r["rank"], r["score"], r.get("packed")) for r in sorted(event["results"], key=lambda r: r["rank"])]
     for result, (rank, score, packed) in zip(order, slots, strict=True):
         result["rank"], result["score"] = rank, round(score + shift, 6)
         if packed is not None:
