@@ -1,18 +1,19 @@
-"""`ragdrift compare`: the release gate on runs built from generated traffic (a leak, a slice that
-regresses under a better macro figure, stale conflicts, an equivalent change), and bad input."""
+"""`ragdrift compare`: the release gate on runs and qrels built from the live gate's canary traffic (a leak, a
+slice that regresses under a better macro figure, stale conflicts, an equivalent change), the two halves' verdicts
+on it alike, and bad input."""
 
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 
 import pytest
 
-from tests import compare_traffic as traffic
+from tests import gate_traffic as traffic
+from tests import test_live_gate_cli as live_gate
 from tests.test_cli import one_line_error, run
 
-K = "5"
+K = str(traffic.K)
 
 
 def write(path: Path, data) -> str:
@@ -27,6 +28,10 @@ def files(tmp_path):
             "evidence": write(tmp_path / "evidence.json", traffic.evidence())}
 
 
+def candidate(tmp_path: Path, canary: str) -> str:
+    return write(tmp_path / "b.json", traffic.run(canary, traffic.CANDIDATE))
+
+
 def compare(capsys, files, candidate: str, *extra: str) -> tuple[int, dict]:
     status, out, err = run(capsys, "compare", files["qrels"], files["a"], candidate, K, "--slices", files["slices"],
                            "--evidence", files["evidence"], *extra, "--format", "json")
@@ -39,36 +44,29 @@ def gate_of(report: dict, name: str) -> dict:
 
 
 def test_a_canary_that_leaks_fails(tmp_path, capsys, files):
-    status, report = compare(capsys, files, write(tmp_path / "b.json", traffic.run("leak", "canary")))
+    status, report = compare(capsys, files, candidate(tmp_path, "leak"))
     assert (status, report["verdict"]) == (1, "fail")
     leaks = gate_of(report, "unauthorized")
     assert leaks["outcome"] == "fail" and leaks["baseline"] == 0 and leaks["candidate"] == leaks["new"] > 0
     assert any(reason.startswith("unauthorized: ") for reason in report["reasons"])
-    assert report["versions"]["b"]["config"] == "canary" and report["versions"]["qrels"]["sha256"]
+    assert report["versions"]["b"]["config"] == traffic.CANDIDATE and report["versions"]["qrels"]["sha256"]
 
 
 def test_a_regression_in_one_slice_fails_by_name_while_the_macro_figure_improves(tmp_path, capsys, files):
-    grades = traffic.qrels()
-
-    def reorder(event, results):  # the best current first; German queries: their top k upside down
-        if event.query.language == "de":
-            return results[:int(K)][::-1] + results[int(K):]
-        return sorted(results, key=lambda r: (r["stale"], -grades[event.event_id].get(r["doc"], 0)))
-
-    status, report = compare(capsys, files, write(tmp_path / "b.json", traffic.run(reorder=reorder)))
+    status, report = compare(capsys, files, candidate(tmp_path, "slice"))
     macro = {row["metric"]: row for row in report["metrics"]}
     assert macro["nDCG"]["delta"] > 0 and macro["nDCG"]["low"] > 0 and macro["precision"]["outcome"] == "pass"
     assert (status, report["verdict"]) == (1, "fail")
     failed = {(row["dimension"], row["label"]) for row in report["slices"] if row["outcome"] == "fail"}
-    assert ("language", "de") in failed
-    assert all(label == "de" for dim, label in failed if dim == "language")
+    assert ("app", traffic.SLICE) in failed
+    assert all(label == traffic.SLICE for dim, label in failed if dim == "app")
     assert all(reason.startswith("slice ") for reason in report["reasons"])
-    assert any(reason.startswith("slice language=de: nDCG fell by") for reason in report["reasons"])
-    assert all(loss["labels"]["language"] == "de" for loss in report["worst"]["losses"])
+    assert any(reason.startswith(f"slice app={traffic.SLICE}: nDCG fell by") for reason in report["reasons"])
+    assert all(loss["labels"]["app"] == traffic.SLICE for loss in report["worst"]["losses"])
 
 
 def test_stale_conflicts_fail(tmp_path, capsys, files):
-    status, report = compare(capsys, files, write(tmp_path / "b.json", traffic.run("stale")))
+    status, report = compare(capsys, files, candidate(tmp_path, "stale"))
     stale = gate_of(report, "newStale")
     assert (status, report["verdict"], stale["outcome"]) == (1, "fail", "fail")
     assert stale["candidate"] > stale["baseline"] and stale["new"] == stale["counted"] > 0
@@ -76,29 +74,17 @@ def test_stale_conflicts_fail(tmp_path, capsys, files):
 
 
 def test_an_equivalent_change_passes(tmp_path, capsys, files):
-    grades, groups = traffic.qrels(), traffic.evidence()
-
-    def reorder(event, results):  # swaps results alike in grade, freshness and evidence: the same answer
-        def alike(r):
-            return grades[event.event_id].get(r["doc"]), r["stale"], any(r["doc"] in g for g in groups.get(event.event_id, ()))
-
-        out = list(results)
-        for i in range(len(out) - 1):
-            if alike(out[i]) == alike(out[i + 1]) and zlib.crc32(out[i]["doc"].encode()) % 2 == 0:
-                out[i], out[i + 1] = out[i + 1], out[i]
-        return out
-
-    b = traffic.run(config="equivalent", reorder=reorder)
+    b = traffic.run("equivalent", traffic.CANDIDATE)
     assert b["queries"] != traffic.run()["queries"]
     status, report = compare(capsys, files, write(tmp_path / "b.json", b))
     assert (status, report["verdict"], report["reasons"]) == (0, "pass", [])
     assert {row["gate"]: row["outcome"] for row in report["hardGates"]} == {
         "unauthorized": "pass", "newStale": "pass", "lostEvidence": "pass"}
-    assert report["latency"]["n"] == report["queries"]["compared"] == traffic.EVENTS
+    assert report["latency"]["n"] == report["queries"]["compared"] == len(traffic.qrels())
 
 
 def test_the_table_prints_every_threshold_and_markdown_renders(tmp_path, capsys, files):
-    b = write(tmp_path / "b.json", traffic.run("leak"))
+    b = candidate(tmp_path, "leak")
     status, out, _ = run(capsys, "compare", files["qrels"], files["a"], b, K, "--slices", files["slices"])
     assert status == 1 and out.startswith("verdict: fail\n  - unauthorized: ")
     for key in ("margin_factor 1.0", "min_margin 0.01", "max_unauthorized 0", "min_queries 30", "resamples 2000"):
@@ -118,7 +104,7 @@ def test_different_query_sets_are_reported_and_compared_on_the_intersection(tmp_
     for query in dropped:
         del b["queries"][query]
     status, report = compare(capsys, files, write(tmp_path / "b.json", b))
-    assert report["queries"]["compared"] == traffic.EVENTS - 40
+    assert report["queries"]["compared"] == len(traffic.qrels()) - 40
     assert report["queries"]["onlyInBaseline"] == {"count": 40, "sample": dropped[:5]}
     assert status == 0  # the same rankings on the queries both hold
     status, out, _ = run(capsys, "compare", files["qrels"], files["a"], write(tmp_path / "b.json", b), K)
@@ -163,3 +149,17 @@ def test_evaluate_reads_the_run_with_facts(tmp_path, capsys, files):
         assert status == 0, err
         outs.append(out)
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("canary", traffic.CANARIES)
+def test_the_offline_and_the_live_gate_agree_on_the_same_traffic(tmp_path, capsys, files, canary):
+    offline_status, offline = compare(capsys, files, candidate(tmp_path, canary))
+    url = f"sqlite:///{tmp_path}/{canary}.db"
+    live_gate.write(url, live_gate.held(canary))
+    live_status, live = live_gate.live(capsys, live_gate.config(tmp_path, url))
+    assert (offline_status, offline["verdict"]) == (live_status, live["verdict"]) == (
+        (0, "pass") if canary == "equivalent" else (1, "fail"))
+    if canary == "slice":
+        for report in (offline, live):
+            assert {row["label"] for row in report["slices"] if row["dimension"] == "app" and row["outcome"] == "fail"} \
+                   == {traffic.SLICE}

@@ -11,7 +11,7 @@ import pytest
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
 from agent.demo.process import wait_until
-from tests import live_traffic as traffic
+from tests import gate_traffic as traffic
 from tests.agentctl import AgentProcess, agent_config, new_port, produce
 from tests.test_cli import run
 

@@ -1,6 +1,6 @@
-"""`ragdrift compare --live`: generated traffic of a stable version and a canary (a leak, a score fall in one
-app under a better macro figure, stale conflicts, an equivalent change) written to the store through the
-checkpoint's path, judged from the store; and bad input."""
+"""`ragdrift compare --live`: generated traffic of a stable version and a canary (a leak, worse rankings and
+scores in one app under a better macro figure, stale conflicts, an equivalent change) written to the store
+through the checkpoint's path, judged from the store; and bad input."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from agent.io.store.live_gate import LiveGateStore
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
 from agent.service import FEATURES
-from tests import live_traffic as traffic
+from tests import gate_traffic as traffic
 from tests.test_cli import one_line_error, run
 
 GROUP = "ragdrift"

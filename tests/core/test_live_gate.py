@@ -18,7 +18,7 @@ from agent.core.compare.live_verdict import LiveThresholds, Stored, live_compare
 from agent.core.compare.paired import PairedSettings, two_sample_interval
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
-from tests import live_traffic as traffic
+from tests import gate_traffic as traffic
 from tests.core.test_properties import FAST
 
 TS = "2026-11-02T10:00:00Z"  # day 2026-11-02
