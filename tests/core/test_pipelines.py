@@ -315,3 +315,4 @@ def test_versions_coming_and_going_keep_the_sums_and_the_bound(seed):
             assert all(key[2] in learned[key[1]] for key in tally if key[0] == "retrievals")
     assert conform(split.totals(), False) == pytest.approx(plain.totals())
     assert len(named - {None}) >= 8  # two at a time per app, but 8 and more over the stream
+    assert feed(checkpoint(feed(PartitionState(SPLIT), raws[:300])), raws[300:]).to_dict() == split.to_dict()
