@@ -26,6 +26,8 @@ from agent.core.compare.live_verdict import (
 from agent.core.compare.paired import PairedSettings, two_sample_interval
 from agent.core.judgments import bootstrap
 from agent.core.judgments.judged import JudgedChunk, JudgedItem
+from agent.core.state import PartitionState
+from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
 from tests import gate_traffic as traffic
@@ -353,3 +355,23 @@ def test_blocked_resampling_draws_the_same_means(monkeypatch):
     assert np.array_equal(whole, blocked)
     index = np.random.default_rng(0).integers(0, 50, size=(300, 49))  # the draws one array held before
     assert np.allclose(whole, x[index].mean(axis=1))
+
+
+def test_an_event_dated_beyond_max_future_seconds_is_not_counted():
+    state = PartitionState(CoreConfig(max_future_seconds=3600), live_gate=LiveConfig())
+    written = facts_of(decode(event(1)).event).ts  # 2026-11-02T10:00
+    state.ingest(decode(event(1)).event, now=written)
+    state.ingest(decode(event(2)).event, now=written - 3600)  # an hour ahead: allowed
+    state.ingest(decode(event(3)).event, now=written - 3601)  # beyond: a wrong clock
+    days, queries = state.live_gate.take()
+    assert days[("2026-11-02", "shop", "v1")]["events"] == 2
+    assert queries[("2026-11-02", "shop", "v1", "query-aaaa")]["events"] == 2
+
+
+def test_versions_learned_on_one_day_are_forgotten_on_the_next():
+    day2 = "2026-11-03T10:00:00Z"
+    lines = [event(i, version=f"v{i}") for i in range(3)]
+    lines += [orjson.dumps({**orjson.loads(event(9, version="canary")), "ts": day2})]
+    held = fold(lines, LiveConfig(max_versions=2))
+    assert sorted((d, v) for d, _, v in held.days) == [
+        ("2026-11-02", OTHER), ("2026-11-02", "v0"), ("2026-11-02", "v1"), ("2026-11-03", "canary")]
