@@ -24,12 +24,12 @@ from agent.core.compare.live_verdict import (
     versions_by_traffic,
 )
 from agent.core.compare.paired import PairedSettings, two_sample_interval
-from agent.core.judgments import bootstrap
-from agent.core.judgments.judged import JudgedChunk, JudgedItem
-from agent.core.state import PartitionState
 from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
+from agent.core.judgments import bootstrap
+from agent.core.judgments.judged import JudgedChunk, JudgedItem
+from agent.core.state import PartitionState
 from tests import gate_traffic as traffic
 from tests.core.test_properties import FAST
 
@@ -313,7 +313,7 @@ def test_judged_items_without_a_version_count_as_none():
 def test_material_is_from_daily_means_over_queries_without_the_partial_day_with_a_floor():
     days, queries = {}, {}
     day4 = "2026-11-04"
-    for d, (day, busy) in enumerate(zip((*DAYS, day4), (0.5, 0.6, 0.7, 0.0))):
+    for day, busy in zip((*DAYS, day4), (0.5, 0.6, 0.7, 0.0)):
         for v in ("a", "b"):
             days[(day, "shop", v)] = day_row(40, 0.5)
         for q in range(40):

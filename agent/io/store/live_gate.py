@@ -9,17 +9,39 @@ that moves the offsets past the events, as the drift days do
 (agent/io/store/drift.py): the missing rows inserted empty, the touched rows
 read (FOR UPDATE on PostgreSQL, in key order, so replicas wait rather than
 deadlock), the sums written back. Query rows older than `retention_days`
-before the newest day written are deleted in the same transaction.
+before the newest day written, or before today by the clock if that is
+earlier, are deleted in the same transaction: a day written ahead of the
+clock moves no cutoff.
+
+A query row also holds the CRC-32 of its query id (`query_hash`, the hash
+the sampler keeps queries by), so a read can cap the compared queries in SQL
+before loading them: the `max_queries` lowest hashes of each version, cut at
+the same hash for both versions so they keep the same queries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import date, timedelta
+import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import Column, LargeBinary, MetaData, String, Table, bindparam, delete, select, tuple_, update
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    delete,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from agent.core.compare.live import DayKey, HeldRows, QueryKey, add_row, empty_row
@@ -48,7 +70,9 @@ def queries_table(metadata: MetaData) -> Table:
         Column("app", String(255), primary_key=True),
         Column("version", String(128), primary_key=True),
         Column("query_id", String(128), primary_key=True),
+        Column("query_hash", BigInteger, nullable=False),  # CRC-32 of query_id: the cap's order
         Column("counts", LargeBinary, nullable=False),  # the query row as JSON
+        Index(f"{_QUERIES}_by_hash", "group_id", "app", "version", "query_hash"),
     )
 
 
@@ -58,10 +82,11 @@ TABLES = (days_table, queries_table)
 class LiveGateStore:
     """Reads and writes of the live gate's tables, on a store opened with `TABLES`."""
 
-    def __init__(self, store, examples: int = 5, retention_days: int = 35):
+    def __init__(self, store, examples: int = 5, retention_days: int = 35, clock: Callable[[], float] = time.time):
         self.store = store
         self.examples = examples
         self.retention_days = retention_days
+        self.clock = clock
         self.days = store.joined(_DAYS)
         self.queries = store.joined(_QUERIES)
 
@@ -79,7 +104,7 @@ class LiveGateStore:
             self._add(conn, self.days, group_id, days, ("day", "app", "version"))
             self._add(conn, self.queries, group_id, queries, ("day", "app", "version", "query_id"))
             if days:
-                newest = date.fromisoformat(max(day for day, _, _ in days))
+                newest = min(date.fromisoformat(max(day for day, _, _ in days)), today(self.clock()))
                 oldest = (newest - timedelta(days=self.retention_days)).isoformat()
                 q = self.queries.c
                 conn.execute(delete(self.queries).where(q.group_id == group_id, q.day < oldest))
@@ -95,7 +120,8 @@ class LiveGateStore:
             chunk = keys[i:i + _CHUNK]
             empty = orjson.dumps(empty_row(labels=labels))
             conn.execute(self.store.insert(table).on_conflict_do_nothing(), [
-                {"group_id": group_id, **dict(zip(names, key)), "counts": empty} for key in chunk])
+                {"group_id": group_id, **dict(zip(names, key)), "counts": empty,
+                 **({"query_hash": zlib.crc32(key[3].encode())} if labels else {})} for key in chunk])
             columns = [c[name] for name in names]
             query = (select(*columns, c.counts).where(c.group_id == group_id, tuple_(*columns).in_(chunk))
                      .order_by(*columns))
@@ -111,23 +137,56 @@ class LiveGateStore:
                                              *[c[n] == bindparam(f"k_{n}") for n in names])
                          .values(counts=bindparam("new")), params)
 
-    def stored(self, group_id: str, first: str, last: str, app: str | None = None
+    def stored(self, group_id: str, first: str, last: str, app: str | None = None,
+               versions: tuple[str, ...] | None = None, max_queries: int | None = None
                ) -> tuple[dict[DayKey, dict[str, Any]], dict[QueryKey, dict[str, Any]]]:
-        """The day rows and query rows from `first` to `last` (ISO days, inclusive), of one app or all."""
-        out: list[dict] = []
-        for table in (self.days, self.queries):
-            c = table.c
-            query = select(table).where(c.group_id == group_id, c.day >= first, c.day <= last)
-            if app is not None:
-                query = query.where(c.app == app)
-            rows = self.store.read(query)
-            if table is self.days:
-                out.append({(r.day, r.app, r.version): orjson.loads(r.counts) for r in rows})
-            else:
-                out.append({(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows})
-        return out[0], out[1]
+        """The day rows and query rows from `first` to `last` (ISO days, inclusive), of one app or all;
+        with `versions` only their query rows, with `max_queries` at most about that many queries
+        of each (the lowest hashes, one cut for all: ties at the cut's hash stay)."""
+        days = self.day_rows(group_id, first, last, app)
+        q = self.queries.c
+        where = self._where(q, group_id, first, last, app)
+        if versions is not None:
+            where.append(q.version.in_(versions))
+            cut = self._cut(where, versions, max_queries) if max_queries is not None else None
+            if cut is not None:
+                where.append(q.query_hash <= cut)
+        rows = self.store.read(select(q.day, q.app, q.version, q.query_id, q.counts).where(*where))
+        return days, {(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows}
 
-    def last_day(self, group_id: str) -> str | None:
+    def day_rows(self, group_id: str, first: str, last: str, app: str | None = None) -> dict[DayKey, dict[str, Any]]:
+        """The day rows from `first` to `last` (ISO days, inclusive), of one app or all."""
+        rows = self.store.read(select(self.days).where(*self._where(self.days.c, group_id, first, last, app)))
+        return {(r.day, r.app, r.version): orjson.loads(r.counts) for r in rows}
+
+    def _where(self, c, group_id: str, first: str, last: str, app: str | None) -> list:
+        return [c.group_id == group_id, c.day >= first, c.day <= last, *([c.app == app] if app is not None else [])]
+
+    def _cut(self, where: list, versions: tuple[str, ...], max_queries: int) -> int | None:
+        """The smallest over `versions` of the hash of each one's `max_queries`-th query; None when no
+        version has more."""
+        q = self.queries.c
+        cuts = []
+        for version in versions:
+            nth = (select(q.query_hash, q.app, q.query_id).where(*where, q.version == version).distinct()
+                   .order_by(q.query_hash, q.app, q.query_id).offset(max_queries - 1).limit(1))
+            found = self.store.read(nth)
+            if found:
+                cuts.append(found[0].query_hash)
+        return min(cuts, default=None)
+
+    def last_day(self, group_id: str, app: str | None = None, until: str | None = None) -> str | None:
+        """The newest day with rows (of one app or all), not after `until`."""
         d = self.days.c
-        rows = self.store.read(select(d.day).where(d.group_id == group_id).order_by(d.day.desc()).limit(1))
+        query = select(d.day).where(d.group_id == group_id).order_by(d.day.desc()).limit(1)
+        if app is not None:
+            query = query.where(d.app == app)
+        if until is not None:
+            query = query.where(d.day <= until)
+        rows = self.store.read(query)
         return rows[0].day if rows else None
+
+
+def today(now: float) -> date:
+    """The UTC day of `now`."""
+    return datetime.fromtimestamp(now, UTC).date()
