@@ -1,4 +1,4 @@
-"""The live gate's store and periodic evaluation: retention by the clock, the query cap applied in SQL,
+"""The live gate's store and periodic evaluation: retention by the clock, the query cap applied before rows load,
 the newest day of an app, one app's failure leaving the others judged; its settings' checks."""
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def rows(days: dict, queries: dict) -> HeldRows:
 
 
 @pytest.fixture
-def gate(tmp_path):
-    with Store(f"sqlite:///{tmp_path}/s.db", None, tables_of(FEATURES)) as store:
+def gate(url):
+    with Store(url, None, tables_of(FEATURES)) as store:
         yield LiveGateStore(store, retention_days=2, clock=lambda: NOON)
 
 

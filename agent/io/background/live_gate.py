@@ -6,9 +6,9 @@ checkpointed) and, per app, compares the configured versions (or the pair
 `pair_of` picks: the app's two named versions with most traffic, the one
 seen first stable) with `live_compare`, the function `ragdrift compare
 --live` calls, over the same rows and the same judged items
-(`judged_in_window`). Each app's query rows are read on their own, capped in
-SQL at `max_queries` queries per version, so memory follows the cap, not the
-traffic. `LiveGateCollector` renders the last reports: a scrape never reads
+(`judged_in_window`). Each app's query rows are read on their own, only
+those of at most `max_queries` queries per version (chosen from the query
+ids before any row is loaded), so memory follows the cap, not the traffic. `LiveGateCollector` renders the last reports: a scrape never reads
 the store nor computes. Every replica reads the one store, so the figures of
 the served traffic are the same on every replica (aggregate with `max`); the
 judged metrics come from the judged batches whose files a replica can read,

@@ -13,10 +13,12 @@ before the newest day written, or before today by the clock if that is
 earlier, are deleted in the same transaction: a day written ahead of the
 clock moves no cutoff.
 
-A query row also holds the CRC-32 of its query id (`query_hash`, the hash
-the sampler keeps queries by), so a read can cap the compared queries in SQL
-before loading them: the `max_queries` lowest hashes of each version, cut at
-the same hash for both versions so they keep the same queries.
+A read can cap the compared queries before their rows are loaded: it reads
+the window's distinct query ids alone, keeps the `max_queries` with the
+lowest CRC-32 of the id (the hash the sampler keeps queries by) of each
+version, cut at the same hash for both versions so they keep the same
+queries, and loads the rows of those ids only. The hash is computed here
+rather than stored, so the tables keep their columns.
 """
 
 from __future__ import annotations
@@ -28,20 +30,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Index,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    bindparam,
-    delete,
-    select,
-    tuple_,
-    update,
-)
+from sqlalchemy import Column, LargeBinary, MetaData, String, Table, bindparam, delete, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from agent.core.compare.live import DayKey, HeldRows, QueryKey, add_row, empty_row
@@ -70,9 +59,7 @@ def queries_table(metadata: MetaData) -> Table:
         Column("app", String(255), primary_key=True),
         Column("version", String(128), primary_key=True),
         Column("query_id", String(128), primary_key=True),
-        Column("query_hash", BigInteger, nullable=False),  # CRC-32 of query_id: the cap's order
         Column("counts", LargeBinary, nullable=False),  # the query row as JSON
-        Index(f"{_QUERIES}_by_hash", "group_id", "app", "version", "query_hash"),
     )
 
 
@@ -120,8 +107,7 @@ class LiveGateStore:
             chunk = keys[i:i + _CHUNK]
             empty = orjson.dumps(empty_row(labels=labels))
             conn.execute(self.store.insert(table).on_conflict_do_nothing(), [
-                {"group_id": group_id, **dict(zip(names, key)), "counts": empty,
-                 **({"query_hash": zlib.crc32(key[3].encode())} if labels else {})} for key in chunk])
+                {"group_id": group_id, **dict(zip(names, key)), "counts": empty} for key in chunk])
             columns = [c[name] for name in names]
             query = (select(*columns, c.counts).where(c.group_id == group_id, tuple_(*columns).in_(chunk))
                      .order_by(*columns))
@@ -141,17 +127,21 @@ class LiveGateStore:
                versions: tuple[str, ...] | None = None, max_queries: int | None = None
                ) -> tuple[dict[DayKey, dict[str, Any]], dict[QueryKey, dict[str, Any]]]:
         """The day rows and query rows from `first` to `last` (ISO days, inclusive), of one app or all;
-        with `versions` only their query rows, with `max_queries` at most about that many queries
-        of each (the lowest hashes, one cut for all: ties at the cut's hash stay)."""
+        with `versions` only their query rows, with `max_queries` those of at most that many queries
+        of each (the lowest hashes, one cut for all)."""
         days = self.day_rows(group_id, first, last, app)
         q = self.queries.c
         where = self._where(q, group_id, first, last, app)
         if versions is not None:
             where.append(q.version.in_(versions))
-            cut = self._cut(where, versions, max_queries) if max_queries is not None else None
-            if cut is not None:
-                where.append(q.query_hash <= cut)
-        rows = self.store.read(select(q.day, q.app, q.version, q.query_id, q.counts).where(*where))
+        columns = (q.day, q.app, q.version, q.query_id, q.counts)
+        if versions is None or max_queries is None:
+            rows = self.store.read(select(*columns).where(*where))
+        else:
+            kept = sorted(self._capped(where, max_queries))
+            rows = []
+            for i in range(0, len(kept), _CHUNK):
+                rows += self.store.read(select(*columns).where(*where, tuple_(q.app, q.query_id).in_(kept[i:i + _CHUNK])))
         return days, {(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows}
 
     def day_rows(self, group_id: str, first: str, last: str, app: str | None = None) -> dict[DayKey, dict[str, Any]]:
@@ -162,18 +152,16 @@ class LiveGateStore:
     def _where(self, c, group_id: str, first: str, last: str, app: str | None) -> list:
         return [c.group_id == group_id, c.day >= first, c.day <= last, *([c.app == app] if app is not None else [])]
 
-    def _cut(self, where: list, versions: tuple[str, ...], max_queries: int) -> int | None:
-        """The smallest over `versions` of the hash of each one's `max_queries`-th query; None when no
-        version has more."""
+    def _capped(self, where: list, max_queries: int) -> set[tuple[str, str]]:
+        """The (app, query id) pairs kept: those hashing no higher than the smallest over the versions
+        of the hash of each one's `max_queries`-th query (ids alone are read, not rows)."""
         q = self.queries.c
-        cuts = []
-        for version in versions:
-            nth = (select(q.query_hash, q.app, q.query_id).where(*where, q.version == version).distinct()
-                   .order_by(q.query_hash, q.app, q.query_id).offset(max_queries - 1).limit(1))
-            found = self.store.read(nth)
-            if found:
-                cuts.append(found[0].query_hash)
-        return min(cuts, default=None)
+        ranked: dict[str, list[tuple[int, str, str]]] = {}
+        for r in self.store.read(select(q.version, q.app, q.query_id).where(*where).distinct()):
+            ranked.setdefault(r.version, []).append((zlib.crc32(r.query_id.encode()), r.app, r.query_id))
+        cut = min((sorted(found)[max_queries - 1][0] for found in ranked.values() if len(found) > max_queries),
+                  default=None)
+        return {(a, query) for found in ranked.values() for h, a, query in found if cut is None or h <= cut}
 
     def last_day(self, group_id: str, app: str | None = None, until: str | None = None) -> str | None:
         """The newest day with rows (of one app or all), not after `until`."""
