@@ -25,22 +25,23 @@ version's queries (canary traffic splits queries between versions, and a few
 shared ones stand for a corner of it), the two versions' queries are compared
 unpaired, a two-sample bootstrap of the difference of means. The store hands
 over at most `max_queries` queries per version, the same lowest hashes of the
-query id for both (agent/io/store/live_gate.py). Judged metrics (precision at the cutoff, nDCG, MRR
-of the judged items of each version) likewise; they gate only once each
-version has `min_queries` judged queries.
+query id for both (agent/io/store/live_gate.py). Judged metrics (precision at
+the cutoff, nDCG, MRR of the judged items of each version) likewise; they
+gate only once each version has `min_queries` judged queries.
 
 Material: from the stable version's own day-to-day variation, as the drift
 calibration does (agent/core/drift/calibrate.py). A day's mean is over its
-queries (a query's value that day is its mean over that day's events), as
-the figure is, from the query rows; the day still counting (`partial_from`,
+queries (a query's value that day is its mean over that day's events), as the
+figure is, from the query rows; the day still counting (`partial_from`,
 today) is left out. For each day d, |mean of day d - mean of the other days|
 is one draw of how far one more undrifted day strays; the material threshold
 is `material_factor` times the `false_alarm_rate` upper quantile of those
 values (Weibull position, its log-normal tail beyond the extreme when the
 days are few), at least `min_margin` (a flat stable version would give 0).
 Needs `min_days` days of the stable version with the metric; fewer: the
-metric is not judged (not enough data). Slices take their own days' means. Day-to-day variation includes the sampling noise of a day, so
-this is conservative for a window of several days.
+metric is not judged (not enough data). Slices take their own days' means.
+Day-to-day variation includes the sampling noise of a day, so this is
+conservative for a window of several days.
 
 A figure fails when its whole interval lies beyond the material threshold in
 the worse direction, passes when none of it does, else is inconclusive
