@@ -8,8 +8,9 @@ seen first stable) with `live_compare`, the function `ragdrift compare
 --live` calls, over the same rows and the same judged items
 (`judged_in_window`). Each app's query rows are read on their own, only
 those of at most `max_queries` queries per version (chosen from the query
-ids before any row is loaded), so memory follows the cap, not the traffic. `LiveGateCollector` renders the last reports: a scrape never reads
-the store nor computes. Every replica reads the one store, so the figures of
+ids before any row is loaded), so memory follows the cap, not the traffic.
+`LiveGateCollector` renders the last reports: a scrape never reads the store
+nor computes. Every replica reads the one store, so the figures of
 the served traffic are the same on every replica (aggregate with `max`); the
 judged metrics come from the judged batches whose files a replica can read,
 so they may differ where batch directories are not shared. Without
@@ -110,7 +111,7 @@ def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate:
             if pair is None:
                 continue
             stable, candidate = pair
-            queries = store.stored(group_id, first, last, app, pair, gate.max_queries)[1]
+            queries = store.query_rows(group_id, first, last, app, pair, gate.max_queries)
             stored = Stored(app_days, queries, [q for q in judged_rows if q.app == app])
             report = live_compare(stored, stable, candidate, gate, {"from": first, "to": last}, partial_from)
             totals = dict(versions_by_traffic(app_days))

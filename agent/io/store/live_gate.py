@@ -129,7 +129,13 @@ class LiveGateStore:
         """The day rows and query rows from `first` to `last` (ISO days, inclusive), of one app or all;
         with `versions` only their query rows, with `max_queries` those of at most that many queries
         of each (the lowest hashes, one cut for all)."""
-        days = self.day_rows(group_id, first, last, app)
+        return self.day_rows(group_id, first, last, app), self.query_rows(group_id, first, last, app, versions,
+                                                                          max_queries)
+
+    def query_rows(self, group_id: str, first: str, last: str, app: str | None = None,
+                   versions: tuple[str, ...] | None = None, max_queries: int | None = None
+                   ) -> dict[QueryKey, dict[str, Any]]:
+        """The query rows of `stored`."""
         q = self.queries.c
         where = self._where(q, group_id, first, last, app)
         if versions is not None:
@@ -142,7 +148,7 @@ class LiveGateStore:
             rows = []
             for i in range(0, len(kept), _CHUNK):
                 rows += self.store.read(select(*columns).where(*where, tuple_(q.app, q.query_id).in_(kept[i:i + _CHUNK])))
-        return days, {(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows}
+        return {(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows}
 
     def day_rows(self, group_id: str, first: str, last: str, app: str | None = None) -> dict[DayKey, dict[str, Any]]:
         """The day rows from `first` to `last` (ISO days, inclusive), of one app or all."""
