@@ -43,6 +43,7 @@ ALERTS = {
     "RagdriftQueryMixDrift": "ticket",
     "RagdriftCanaryRegression": "ticket",
     "RagdriftCanaryUnauthorized": "page",
+    "RagdriftLiveGateStale": "ticket",
     "RagdriftWatchdog": "none",
 }
 

@@ -1,7 +1,9 @@
 """`ragdrift compare --live --pipeline STABLE --pipeline CANDIDATE`: the release gate over the agent's stored rows.
 
 The window is whole UTC days: `--from`/`--to`, by default the last
-`live_gate.window_days` days ending on the newest stored day. Thresholds come
+`live_gate.window_days` days ending on the newest stored day (of `--app`
+when given) not after today. A window longer than `live_gate.retention_days`
+is refused: the query rows before it are deleted. Thresholds come
 from the configuration's `live_gate` section, as the agent's periodic
 evaluation takes them. Judged items (precision at the cutoff, nDCG, MRR)
 come from the newest judged batches the store records, those whose events
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from datetime import date, timedelta
 
 from agent.cli.common import UsageError, open_store
@@ -27,7 +30,7 @@ def run_live(args: argparse.Namespace) -> int:
     from agent.core.compare.live_verdict import Stored, live_compare, versions_by_traffic
     from agent.io.features.live_gate import LiveGate
     from agent.io.settings.live_gate import thresholds
-    from agent.io.store.live_gate import LiveGateStore
+    from agent.io.store.live_gate import LiveGateStore, today
 
     if any(getattr(args, name) is not None for name in ("qrels", "run_a", "run_b", "k")):
         raise UsageError("--live compares stored traffic: give --pipeline twice, not QRELS RUN_A RUN_B K")
@@ -43,17 +46,24 @@ def run_live(args: argparse.Namespace) -> int:
     last = _day(args.last, "--to") if args.last else None
     if first and last and first > last:
         raise UsageError(f"--from {first} is after --to {last}")
+    gate = thresholds(section)
+    now = today(time.time()).isoformat()
     with open_store(settings, LiveGate.tables, write=False) as store:
         rows = LiveGateStore(store)
         if last is None:
-            last = rows.last_day(group)
+            last = rows.last_day(group, args.app, until=now)
             if last is None:
-                raise UsageError("no live gate rows stored yet (is live_gate.enabled on in the agent?)")
+                raise UsageError("no live gate rows stored yet (is live_gate.enabled on in the agent?)"
+                                 + (f" for app {args.app!r}" if args.app else ""))
             if first is not None and first > last:
                 raise UsageError(f"--from {first} is after the newest stored day {last}")
         if first is None:
             first = (date.fromisoformat(last) - timedelta(days=section.window_days - 1)).isoformat()
-        days, queries = rows.stored(group, first, last, args.app)
+        span = (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
+        if span > section.retention_days:
+            raise UsageError(f"--from {first} to {last} is {span} days, longer than live_gate.retention_days "
+                             f"{section.retention_days}: the query rows before that are deleted")
+        days, queries = rows.stored(group, first, last, args.app, (stable, candidate), gate.max_queries)
     seen = versions_by_traffic(days)
     totals = dict(seen)
     for version in (stable, candidate):
@@ -63,7 +73,7 @@ def run_live(args: argparse.Namespace) -> int:
                              f"{' in app ' + repr(args.app) if args.app else ''}; versions there: {held}")
     judged, note = _judged(settings, first, last, args.app)
     window = {"from": first, "to": last, **({"app": args.app} if args.app else {})}
-    report = live_compare(Stored(days, queries, judged), stable, candidate, thresholds(section), window)
+    report = live_compare(Stored(days, queries, judged), stable, candidate, gate, window, partial_from=now)
     if note:
         report["versions"]["judged"] = {"note": note}
     print(json.dumps(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))

@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # the state and the calibrations hand theirs in
 class Context:
     """The partition's context of one event: one per state, refilled per event, read and never kept."""
 
-    __slots__ = ("app", "baseline", "calibrations", "new_terms", "now", "pipeline_version", "unknown_fields",
-                 "watermark")
+    __slots__ = ("app", "baseline", "calibrations", "future", "new_terms", "now", "pipeline_version",
+                 "unknown_fields", "watermark")
 
     def __init__(self) -> None:
         self.app = ""  # the event's app as the bounded label set names it
@@ -48,6 +48,8 @@ class Context:
         self.now: float | None = None  # when the event was written, if known
         self.unknown_fields = 0  # fields the decoder ignored
         self.watermark: float | None = None  # the windows' watermark, once the metric families saw the event
+        # Dated further ahead of `now` than windows.max_future_seconds: the metric families' decision.
+        self.future = False
 
 
 class Observer(Protocol):

@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.core.config import PIPELINE_VERSION, CoreConfig
 from agent.core.facts import Facts
-from agent.core.families import OBSERVERS, UNKNOWN_FIELDS
+from agent.core.families import FUTURE_EVENTS, OBSERVERS, UNKNOWN_FIELDS
 from agent.core.feature import Context
 from agent.core.labels import OTHER, LabelSet
 from agent.core.model import Event
@@ -78,6 +78,7 @@ class MetricFamilies:
         if bookkeeping:
             target[(bookkeeping,)] = target.get((bookkeeping,), 0) + 1
         ctx.watermark = windows.watermark
+        ctx.future = bookkeeping == FUTURE_EVENTS.name
         view = self.views[ctx.app]
         view.facts, view.new_terms, view.calibrations = facts, ctx.new_terms, ctx.calibrations
         for observe in OBSERVERS:

@@ -14,10 +14,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.core.compare.live import MEASURES, OTHER, HeldRows, LiveConfig, VersionCounts, empty_row
-from agent.core.compare.live_verdict import LiveThresholds, Stored, live_compare, versions_by_traffic
+from agent.core.compare.live_verdict import (
+    LiveThresholds,
+    Stored,
+    filter_zero_p,
+    judged_queries,
+    live_compare,
+    pair_of,
+    versions_by_traffic,
+)
 from agent.core.compare.paired import PairedSettings, two_sample_interval
+from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
+from agent.core.judgments import bootstrap
+from agent.core.judgments.judged import JudgedChunk, JudgedItem
+from agent.core.state import PartitionState
 from tests import gate_traffic as traffic
 from tests.core.test_properties import FAST
 
@@ -179,13 +191,15 @@ def test_a_filter_caused_zero_rise_is_judged_by_a_binomial_test():
         days[(day, "shop", "b")] = day_row(40, 0.6, filter_zero=10)
     rise = live_compare(Stored(days, base.queries), "a", "b", LiveThresholds(resamples=200))
     gate = next(row for row in rise["hardGates"] if row["gate"] == "filter_zero_rise")
-    assert (gate["outcome"], gate["counted"]) == ("fail", 27.0) and gate["p"] < 1e-10
+    # given the 33 seen, equal rates over equal events give Binomial(33, 1/2): P(X >= 30) = 6018 / 2^33
+    assert (gate["outcome"], gate["counted"]) == ("fail", 27.0) and gate["p"] == pytest.approx(6018 / 2 ** 33)
 
 
 def test_too_few_days_or_a_missing_version_is_not_enough_data():
     base = stored(0.0)
     two = {k: v for k, v in base.days.items() if k[0] != DAYS[2]}
-    report = live_compare(Stored(two, base.queries), "a", "b", LiveThresholds(resamples=200))
+    two_q = {k: v for k, v in base.queries.items() if k[0] != DAYS[2]}
+    report = live_compare(Stored(two, two_q), "a", "b", LiveThresholds(resamples=200))
     assert metric(report, "top1_score")["outcome"] == "too few days"
     assert report["verdict"] == "not enough data"
     absent = live_compare(base, "a", "zz", LiveThresholds(resamples=200))
@@ -204,7 +218,7 @@ def test_unpaired_queries_get_a_two_sample_interval():
 
 def test_two_sample_interval_of_constants_is_the_difference():
     found = two_sample_interval(np.full(5, 1.0), np.full(7, 3.0), PairedSettings(resamples=100))
-    assert (found.estimate, found.low, found.high) == (2.0, 2.0, 2.0)
+    assert (found.estimate, found.low, found.high) == pytest.approx((2.0, 2.0, 2.0))
     spread = two_sample_interval(np.array([0.0, 1.0] * 50), np.array([0.0, 1.0] * 50), PairedSettings(resamples=500))
     assert spread.estimate == 0 and spread.low < 0 < spread.high and math.isclose(spread.high, -spread.low, abs_tol=0.05)
 
@@ -240,3 +254,125 @@ def test_taken_rows_add_up_to_the_whole_stream_however_it_is_cut(cuts):
         for name in MEASURES:
             assert got.days[key][name][1] == row[name][1]
             assert got.days[key][name][0] == pytest.approx(row[name][0])
+
+
+@pytest.mark.parametrize("n_a, n_b", [(500, 5000), (5000, 5000)])
+def test_equal_filter_zero_rates_fail_no_more_often_than_alpha(n_a, n_b):
+    # 1 % in both: taking the stable rate as exact failed 28 % of such healthy candidates with 5000
+    # events against a stable version's 500, 6 % at 5000 against 5000, at alpha 0.01
+    rng = np.random.default_rng(7)
+    runs, alpha = 4000, 0.01
+    ka, kb = rng.binomial(n_a, 0.01, runs), rng.binomial(n_b, 0.01, runs)
+    fails = sum(p is not None and p < alpha for p in (filter_zero_p(int(a), n_a, int(b), n_b) for a, b in zip(ka, kb)))
+    assert fails / runs <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
+
+
+def test_one_filter_zero_against_none_in_the_stable_version_is_no_rise():
+    base = stored(0.0)
+    days = dict(base.days)
+    days[(DAYS[0], "shop", "a")] = day_row(1000, 0.5)
+    days[(DAYS[0], "shop", "b")] = day_row(1000, 0.5, filter_zero=1)
+    report = live_compare(Stored(days, base.queries), "a", "b", LiveThresholds(resamples=200))
+    gate = next(row for row in report["hardGates"] if row["gate"] == "filter_zero_rise")
+    assert gate["outcome"] == "pass" and gate["p"] == pytest.approx(0.5)  # 1 of 1 seen, even odds
+
+
+def test_a_stable_version_without_events_is_not_enough_data_not_a_fail():
+    base = stored(0.0, filter_zero=2)  # the candidate alone, after full promotion, with filter-caused zeros
+    days = {k: v for k, v in base.days.items() if k[2] == "b"}
+    queries = {k: v for k, v in base.queries.items() if k[2] == "b"}
+    report = live_compare(Stored(days, queries), "a", "b", LiveThresholds(resamples=200))
+    gate = next(row for row in report["hardGates"] if row["gate"] == "filter_zero_rise")
+    assert gate["outcome"] == "not measured"
+    assert report["verdict"] == "not enough data"
+    assert "pipeline version a has no events in the window" in report["reasons"]
+
+
+def days_of(**first_and_events) -> dict:
+    """Day rows: version -> (first ISO day with events, events a day), over DAYS."""
+    return {(day, "shop", v): day_row(n, 0.5) for v, (first, n) in first_and_events.items() for day in DAYS
+            if day >= first}
+
+
+def test_automatic_pairing_keeps_the_earlier_version_stable_past_half_the_traffic():
+    assert pair_of(days_of(v1=(DAYS[0], 40), v2=(DAYS[1], 400))) == ("v1", "v2")
+    assert pair_of(days_of(v1=(DAYS[0], 40), v2=(DAYS[0], 400))) == ("v2", "v1")  # same day: more traffic
+    # other is many versions and none is no version: neither is paired beside two named ones
+    assert pair_of(days_of(other=(DAYS[0], 900), none=(DAYS[0], 800), v1=(DAYS[0], 40), v2=(DAYS[1], 30))) \
+        == ("v1", "v2")
+    assert pair_of(days_of(none=(DAYS[0], 800), v1=(DAYS[1], 40))) == ("none", "v1")
+    assert pair_of(days_of(other=(DAYS[0], 800), v1=(DAYS[1], 40))) is None
+
+
+def test_judged_items_without_a_version_count_as_none():
+    key = {"pipeline_version": None, "app": "shop", "query_id": "q1", "cutoff_k": 1, "ts": 1793613600.0}
+    chunk = JudgedChunk("x", "c1", "p1", "wiki", 1, 0.9, {"j": 2}, frozenset(), frozenset())
+    [found] = judged_queries([JudgedItem(key, (chunk,))])
+    assert (found.version, found.day) == ("none", "2026-11-02")
+
+
+def test_material_is_from_daily_means_over_queries_without_the_partial_day_with_a_floor():
+    days, queries = {}, {}
+    day4 = "2026-11-04"
+    for day, busy in zip((*DAYS, day4), (0.5, 0.6, 0.7, 0.0)):
+        for v in ("a", "b"):
+            days[(day, "shop", v)] = day_row(40, 0.5)
+        for q in range(40):
+            for v in ("a", "b"):
+                queries[(day, "shop", v, f"q{q}")] = query_row(0.5)
+        # one busy query a day with 100 events at `busy`: event-weighted daily means would vary,
+        # the mean over queries moves by (busy - 0.5) / 41
+        row = query_row(busy)
+        row.update(events=100, top1_score=[100 * busy, 100])
+        queries[(day, "shop", "a", "busy")] = row
+    gate = LiveThresholds(resamples=200, min_margin=0.001)
+    report = live_compare(Stored(days, queries), "a", "b", gate, partial_from=day4)
+    material = next(m for m in report["material"] if m["metric"] == "top1_score")
+    means = [(40 * 0.5 + x) / 41 for x in (0.5, 0.6, 0.7)]  # day 4, today, left out
+    assert material["days"] == 3 and material["threshold"] == pytest.approx(abs(means[0] - (means[1] + means[2]) / 2))
+    flat = next(m for m in report["material"] if m["metric"] == "latency_seconds")
+    assert flat["threshold"] is None  # no latency counted
+    zero = next(m for m in report["material"] if m["metric"] == "zero_result_rate")
+    assert zero["threshold"] == 0.001  # never a zero result: the floor, not 0
+
+
+def test_a_few_shared_queries_among_many_are_compared_unpaired():
+    base = stored(-0.2)  # 120 queries each, all shared
+    queries = dict(base.queries)
+    for (d, app, v, q), row in base.queries.items():  # 150 more each, served by one version only
+        for i in range(2):
+            queries[(d, app, v, f"{v}-{q}-{i}")] = row
+    report = live_compare(Stored(base.days, queries), "a", "b", LiveThresholds(resamples=200))
+    assert report["queries"]["pairing"] == "unpaired"  # 120 shared of 360 each: below half
+    report = live_compare(Stored(base.days, queries), "a", "b", LiveThresholds(resamples=200, min_paired_share=0.3))
+    assert report["queries"]["pairing"] == "paired"
+
+
+def test_blocked_resampling_draws_the_same_means(monkeypatch):
+    x = np.random.default_rng(3).random(50)
+    whole = bootstrap.resampled_means(x, np.random.default_rng(0), resamples=300)[1]
+    monkeypatch.setattr(bootstrap, "_BLOCK", 7 * 49)  # seven resamples a block
+    blocked = bootstrap.resampled_means(x, np.random.default_rng(0), resamples=300)[1]
+    assert np.array_equal(whole, blocked)
+    index = np.random.default_rng(0).integers(0, 50, size=(300, 49))  # the draws one array held before
+    assert np.allclose(whole, x[index].mean(axis=1))
+
+
+def test_an_event_dated_beyond_max_future_seconds_is_not_counted():
+    state = PartitionState(CoreConfig(max_future_seconds=3600), live_gate=LiveConfig())
+    written = facts_of(decode(event(1)).event).ts  # 2026-11-02T10:00
+    state.ingest(decode(event(1)).event, now=written)
+    state.ingest(decode(event(2)).event, now=written - 3600)  # an hour ahead: allowed
+    state.ingest(decode(event(3)).event, now=written - 3601)  # beyond: a wrong clock
+    days, queries = state.live_gate.take()
+    assert days[("2026-11-02", "shop", "v1")]["events"] == 2
+    assert queries[("2026-11-02", "shop", "v1", "query-aaaa")]["events"] == 2
+
+
+def test_versions_learned_on_one_day_are_forgotten_on_the_next():
+    day2 = "2026-11-03T10:00:00Z"
+    lines = [event(i, version=f"v{i}") for i in range(3)]
+    lines += [orjson.dumps({**orjson.loads(event(9, version="canary")), "ts": day2})]
+    held = fold(lines, LiveConfig(max_versions=2))
+    assert sorted((d, v) for d, _, v in held.days) == [
+        ("2026-11-02", OTHER), ("2026-11-02", "v0"), ("2026-11-02", "v1"), ("2026-11-03", "canary")]

@@ -23,8 +23,13 @@ counted only where the event defines it.
 
 The version is the event's `pipeline.version` (`none` without one). With
 `versions` configured only those are counted; otherwise a partition counts
-the first `max_versions` it sees by name and the rest as `OTHER`, so a
-producer sending thousands of versions adds at most that many rows a day.
+the first `max_versions` it sees by name on each UTC day (of the event time)
+and the rest as `OTHER`, so a producer sending thousands of versions adds at
+most that many rows a day, and the versions of past days are forgotten: a
+new canary gets its own rows the next day at the latest, however many
+versions came before it. Events dated further ahead of their write time than
+`windows.max_future_seconds` are not counted (the metric families decide,
+`Context.future`): one wrong clock must not make a day row in the future.
 Queries held between checkpoints are bounded by `max_held_queries`: beyond
 it `flush_due` asks for a checkpoint.
 """
@@ -133,21 +138,21 @@ class VersionCounts(KeptAsRows):
         self._queries: dict[tuple[int, str, str, str], list[float]] = {}
         self._examples: dict[tuple[int, str, str], dict[str, list[str]]] = {}
         self._labels: dict[tuple[int, str, str, str], tuple[str | None, str | None]] = {}
-        self._versions: set[str] = set(config.versions)
+        self._versions: dict[int, set[str]] = {}  # UTC day -> the versions counted by name that day
         self._iso: dict[int, str] = {}
 
     def observe(self, facts: Facts, ctx: Context | None = None) -> None:
+        if ctx is not None and ctx.future:
+            return
         event = facts.event
         version = version_of(event) or NO_VERSION
-        if version not in self._versions:
-            if self.config.versions:
-                return
-            if len(self._versions) >= self.config.max_versions:
-                version = OTHER
-            else:
-                self._versions.add(version)
-        app = event.app if ctx is None else ctx.app
         day = int(facts.ts // DAY)
+        if self.config.versions:
+            if version not in self.config.versions:
+                return
+        else:
+            version = self._learned(day, version)
+        app = event.app if ctx is None else ctx.app
         key = (day, app, version)
         row = self._days.get(key)
         if row is None:
@@ -167,6 +172,19 @@ class VersionCounts(KeptAsRows):
                 qrow = self._queries[qkey] = [0.0] * _SLOTS
             _count(qrow, flags[0], values)
             self._labels[qkey] = (query.type, query.language)
+
+    def _learned(self, day: int, version: str) -> str:
+        """The version's name, or `OTHER` once `max_versions` others have been counted that day."""
+        seen = self._versions.get(day)
+        if seen is None:
+            if len(self._versions) >= 8:  # days seen at once: the oldest forgotten
+                del self._versions[min(self._versions)]
+            seen = self._versions[day] = set()
+        if version not in seen:
+            if len(seen) >= self.config.max_versions:
+                return OTHER
+            seen.add(version)
+        return version
 
     def _example(self, key: tuple[int, str, str], gate: str, event_id: str) -> None:
         held = self._examples.setdefault(key, {}).setdefault(gate, [])

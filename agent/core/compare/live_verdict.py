@@ -9,31 +9,39 @@ alike.
 Hard gates first, over the exact day rows: any unauthorized result in the
 candidate (`max_unauthorized`), any stale conflict in it
 (`max_stale_conflicts`), and a rise of its filter-caused zero results over
-the stable rate, one-sided binomial p below `filter_zero_alpha` (the excess
-counted is the candidate's filter-caused zeros beyond what the stable rate
-predicts for its events). Each lists example event ids.
+the stable version's, one-sided p below `filter_zero_alpha` (`filter_zero_p`:
+both rates are estimates, so the test is conditional on the total seen; the
+excess counted is the candidate's filter-caused zeros beyond what the stable
+rate predicts for its events). The rise is not measured while either version
+has no events. Each lists example event ids.
 
 Then each metric (`METRICS`) per query: a query's value is its mean over its
 events in the window (zero_result_rate: the share of its events with no
 result); the figure is the mean over queries. Queries both versions served
 (the same app and `query.id`, as a shadow pipeline logs them) are compared in
 pairs, the paired bootstrap of the per-query differences; with fewer than
-`min_queries` such pairs (canary traffic splits queries between versions)
-the two versions' queries are compared unpaired, a two-sample bootstrap of
-the difference of means. Judged metrics (precision at the cutoff, nDCG, MRR
-of the judged items of each version) likewise; they gate only once each
-version has `min_queries` judged queries.
+`min_queries` such pairs, or pairs fewer than `min_paired_share` of either
+version's queries (canary traffic splits queries between versions, and a few
+shared ones stand for a corner of it), the two versions' queries are compared
+unpaired, a two-sample bootstrap of the difference of means. The store hands
+over at most `max_queries` queries per version, the same lowest hashes of the
+query id for both (agent/io/store/live_gate.py). Judged metrics (precision at
+the cutoff, nDCG, MRR of the judged items of each version) likewise; they
+gate only once each version has `min_queries` judged queries.
 
 Material: from the stable version's own day-to-day variation, as the drift
-calibration does (agent/core/drift/calibrate.py): for each day d of the
-window, |mean of day d - mean of the other days|, one draw of how far one
-more undrifted day strays; the material threshold is `material_factor` times
-the `false_alarm_rate` upper quantile of those values (Weibull position, its
-log-normal tail beyond the extreme when the days are few). Needs
-`min_days` days of the stable version with the metric; fewer: the metric is
-not judged (not enough data). Slices take their own days' means, from the
-query rows. Day-to-day variation includes the sampling noise of a day, so
-this is conservative for a window of several days.
+calibration does (agent/core/drift/calibrate.py). A day's mean is over its
+queries (a query's value that day is its mean over that day's events), as the
+figure is, from the query rows; the day still counting (`partial_from`,
+today) is left out. For each day d, |mean of day d - mean of the other days|
+is one draw of how far one more undrifted day strays; the material threshold
+is `material_factor` times the `false_alarm_rate` upper quantile of those
+values (Weibull position, its log-normal tail beyond the extreme when the
+days are few), at least `min_margin` (a flat stable version would give 0).
+Needs `min_days` days of the stable version with the metric; fewer: the
+metric is not judged (not enough data). Slices take their own days' means.
+Day-to-day variation includes the sampling noise of a day, so this is
+conservative for a window of several days.
 
 A figure fails when its whole interval lies beyond the material threshold in
 the worse direction, passes when none of it does, else is inconclusive
@@ -54,7 +62,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import binomtest
 
-from agent.core.compare.live import MEASURES, DayKey, QueryKey
+from agent.core.compare.live import DayKey, QueryKey, add_row
 from agent.core.compare.paired import (
     FAIL,
     INCONCLUSIVE,
@@ -70,6 +78,8 @@ from agent.core.compare.verdict import FAILED, NOT_ENOUGH, PASSED, Report, Row, 
 from agent.core.drift.calibrate import quantile
 from agent.core.judgments.judged import JudgedItem
 from agent.core.judgments.metrics import SEED, Policy, per_query
+from agent.core.labels import OTHER
+from agent.core.pipelines import NO_VERSION
 
 SERVED = ("top1_score", "zero_result_rate", "content_age_days", "source_concentration", "latency_seconds")
 JUDGED = ("precision_at_k", "ndcg", "mrr")
@@ -94,7 +104,10 @@ class LiveThresholds:
     seed: int = 0
     max_unauthorized: int = 0  # candidate events with an unauthorized result
     max_stale_conflicts: int = 0  # candidate events with a stale conflict
-    filter_zero_alpha: float = 0.01  # one-sided binomial p below which a rise of filter-caused zeros fails
+    filter_zero_alpha: float = 0.01  # one-sided p below which a rise of filter-caused zeros fails
+    min_margin: float = 0.01  # the material threshold's floor, so a flat stable version does not give 0
+    min_paired_share: float = 0.5  # shared queries below this share of either version's: unpaired
+    max_queries: int = 2000  # queries compared per version, the lowest hashes of the query id (the store cuts)
     slice_metrics: tuple[str, ...] = ("top1_score", "zero_result_rate")
     slice_dimensions: tuple[str, ...] = DIMENSIONS
 
@@ -110,7 +123,6 @@ class JudgedQuery:
     app: str
     query: str
     day: str
-    labels: Mapping[str, str]  # dimension -> label
     values: Mapping[str, float]  # JUDGED metric -> value
 
 
@@ -123,19 +135,15 @@ class Stored:
 
 def judged_queries(items: Iterable[JudgedItem], policy: Policy = SEED) -> list[JudgedQuery]:
     """The figures of judged items at each one's cutoff (agent/core/judgments/metrics.py), with the
-    version that served it (items without a version are left out)."""
+    version that served it (`none` without one, as the live rows count them)."""
     out = []
     for item in items:
         key = item.key
-        version = key.get("pipeline_version")
-        if not version:
-            continue
+        version = key.get("pipeline_version") or NO_VERSION
         grades = {c.chunk_id: c.grade for c in item.chunks if c.grade is not None}
         found = per_query(grades, [c.chunk_id for c in item.chunks], int(key["cutoff_k"]), policy)
         day = datetime.fromtimestamp(float(key["ts"]), UTC).date().isoformat()
-        labels = {"app": str(key["app"]), "query_type": str(key.get("query_type") or "unknown"),
-                  "language": str(key.get("language") or "unknown")}
-        out.append(JudgedQuery(str(version), str(key["app"]), str(key["query_id"]), day, labels,
+        out.append(JudgedQuery(str(version), str(key["app"]), str(key["query_id"]), day,
                                {name: found[source] for name, source in _OF_JUDGED.items()}))
     return out
 
@@ -148,14 +156,34 @@ def versions_by_traffic(days: Mapping[DayKey, Mapping[str, Any]]) -> list[tuple[
     return sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def pair_of(days: Mapping[DayKey, Mapping[str, Any]]) -> tuple[str, str] | None:
+    """(stable, candidate) for an app without configured versions: the two named versions with most
+    events (`none` only beside a single named one; `other` never, it is many versions), the one
+    seen first in the window stable (ties: the one with more events), so a canary ramped past
+    half the traffic keeps its role; None with fewer than two."""
+    totals = dict(versions_by_traffic(days))
+    first: dict[str, str] = {}
+    for (day, _, version), row in days.items():
+        if int(row["events"]) and (version not in first or day < first[version]):
+            first[version] = day
+    named = [v for v in totals if v not in (OTHER, NO_VERSION) and v in first]
+    if len(named) == 1 and NO_VERSION in first:
+        named.append(NO_VERSION)
+    if len(named) < 2:
+        return None
+    two = sorted(named[:2], key=lambda v: (first[v], -totals[v], v))
+    return two[0], two[1]
+
+
 def live_compare(stored: Stored, stable: str, candidate: str, gate: LiveThresholds = LiveThresholds(),
-                 window: Mapping[str, Any] | None = None) -> Report:
-    """The live gate's report of `candidate` against `stable` over the stored rows given."""
+                 window: Mapping[str, Any] | None = None, partial_from: str | None = None) -> Report:
+    """The live gate's report of `candidate` against `stable` over the stored rows given; days from
+    `partial_from` on (ISO, today's as it is still counting) are left out of the material threshold."""
     settings = PairedSettings(gate.resamples, gate.level, gate.seed)
     events = {v: sum(int(r["events"]) for (_, _, ver), r in stored.days.items() if ver == v) for v in (stable, candidate)}
     a, b = _queries(stored.queries, stable), _queries(stored.queries, candidate)
     both = sorted(set(a) & set(b))
-    is_paired = len(both) >= gate.min_queries
+    is_paired = _paired(len(both), len(a), len(b), gate)
     report: Report = {
         "thresholds": {"mode": "live", **gate.as_dict()},
         "versions": {"a": {"pipeline": stable, "events": events[stable], **(window or {})},
@@ -168,24 +196,31 @@ def live_compare(stored: Stored, stable: str, candidate: str, gate: LiveThreshol
     }
     material: list[Row] = []
     metrics: list[Row] = []
+    daily = _stable_daily(stored.queries, stable, gate, partial_from)
     for metric in SERVED:
-        threshold = _material(_daily(stored.days, stable, metric), gate)
+        threshold = _material(daily.get(("", ""), {}).get(metric, []), gate)
         material.append({"metric": metric, "slice": "all", **threshold})
         metrics.append({**_figure(metric, _values(a, metric), _values(b, metric), is_paired, threshold, gate,
                                   gate.min_queries, settings), "gated": True})
     ja, jb = _judged(stored.judged, stable), _judged(stored.judged, candidate)
-    judged_pairs = len(set(ja) & set(jb)) >= gate.min_queries
+    judged_pairs = _paired(len(set(ja) & set(jb)), len(ja), len(jb), gate)
     for metric in JUDGED:
-        threshold = _material(_judged_daily(stored.judged, stable, metric), gate)
+        threshold = _material(_judged_daily(stored.judged, stable, metric, partial_from), gate)
         material.append({"metric": metric, "slice": "all", **threshold})
         row = _figure(metric, _values(ja, metric), _values(jb, metric), judged_pairs, threshold, gate,
                       gate.min_queries, settings)
         metrics.append({**row, "gated": min(len(ja), len(jb)) >= gate.min_queries})
     report["metrics"] = metrics
-    report["slices"] = _slices(stored, a, b, is_paired, stable, gate, settings)
+    report["slices"] = _slices(daily, a, b, is_paired, gate, settings)
     report["material"] = material
     report["verdict"], report["reasons"] = _verdict(report, gate, events, stable, candidate)
     return report
+
+
+def _paired(shared: int, a: int, b: int, gate: LiveThresholds) -> bool:
+    """Whether queries both versions served are compared in pairs: enough of them, and a large enough
+    share of each version's, else the pairs would stand for a corner of the traffic."""
+    return shared >= gate.min_queries and shared >= gate.min_paired_share * max(a, b)
 
 
 def _queries(rows: Mapping[QueryKey, Mapping[str, Any]], version: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -194,9 +229,9 @@ def _queries(rows: Mapping[QueryKey, Mapping[str, Any]], version: str) -> dict[t
     for (_, app, ver, query), row in sorted(rows.items()):
         if ver != version:
             continue
-        held = out.setdefault((app, query), {"labels": {"app": app}})
-        _add(held, row)
-        held["labels"].update(_labels(app, row))
+        held = out.setdefault((app, query), {"labels": {}})
+        add_row(held, row, 0)
+        held["labels"] = _labels(app, row)
     return out
 
 
@@ -213,14 +248,27 @@ def _values(queries: Mapping[tuple[str, str], Mapping[str, Any]], metric: str) -
     return {key: _value(held, metric) for key, held in queries.items()}
 
 
-def _daily(days: Mapping[DayKey, Mapping[str, Any]], version: str, metric: str) -> list[float]:
-    """The version's mean of `metric` on each day it has one (apps summed)."""
-    summed: dict[str, dict[str, Any]] = {}
-    for (day, _, ver), row in sorted(days.items()):
-        if ver == version:
-            _add(summed.setdefault(day, {}), row)
-    found = [_value(held, metric) for held in summed.values()]
-    return [x for x in found if np.isfinite(x)]
+def _stable_daily(rows: Mapping[QueryKey, Mapping[str, Any]], version: str, gate: LiveThresholds,
+                  partial_from: str | None) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """The version's daily means over queries (a query's value on a day is its mean over that day's
+    events, as the figure is a mean over queries), before `partial_from`: {("", ""): {metric: means}}
+    for all queries and {(dimension, label): {metric: means}} per slice, in one pass over the rows."""
+    sums: dict[tuple[str, str], dict[str, dict[str, list[float]]]] = {}
+    for (day, app, ver, _), row in rows.items():
+        if ver != version or (partial_from is not None and day >= partial_from):
+            continue
+        labels = _labels(app, row)
+        groups = [(("", ""), SERVED), *(((dim, labels[dim]), gate.slice_metrics) for dim in gate.slice_dimensions)]
+        for group, metrics in groups:
+            held = sums.setdefault(group, {})
+            for metric in metrics:
+                value = _value(row, metric)
+                if np.isfinite(value):
+                    acc = held.setdefault(metric, {}).setdefault(day, [0.0, 0])
+                    acc[0] += value
+                    acc[1] += 1
+    return {group: {metric: [s / n for _, (s, n) in sorted(by_day.items())] for metric, by_day in held.items()}
+            for group, held in sums.items()}
 
 
 def _judged(rows: Sequence[JudgedQuery], version: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -229,15 +277,14 @@ def _judged(rows: Sequence[JudgedQuery], version: str) -> dict[tuple[str, str], 
     for row in rows:
         if row.version == version:
             grouped[(row.app, row.query)].append(row)
-    return {key: {"labels": dict(found[-1].labels),
-                  **{m: float(np.mean([r.values[m] for r in found])) for m in JUDGED}}
+    return {key: {m: float(np.mean([r.values[m] for r in found])) for m in JUDGED}
             for key, found in sorted(grouped.items())}
 
 
-def _judged_daily(rows: Sequence[JudgedQuery], version: str, metric: str) -> list[float]:
+def _judged_daily(rows: Sequence[JudgedQuery], version: str, metric: str, partial_from: str | None) -> list[float]:
     by_day: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        if row.version == version:
+        if row.version == version and (partial_from is None or row.day < partial_from):
             by_day[row.day].append(row.values[metric])
     return [float(np.mean(found)) for _, found in sorted(by_day.items())]
 
@@ -250,10 +297,11 @@ def _material(daily: Sequence[float], gate: LiveThresholds) -> dict[str, Any]:
                 "rule": f"{x.size} days with data, {gate.min_days} needed"}
     rest = (x.sum() - x) / (x.size - 1)
     strays = np.abs(x - rest)
-    threshold = gate.material_factor * quantile(strays, "deviation", gate.false_alarm_rate)  # larger is worse
-    return {"days": int(x.size), "day_sd": float(x.std(ddof=1)), "threshold": float(threshold),
+    found = gate.material_factor * quantile(strays, "deviation", gate.false_alarm_rate)  # larger is worse
+    return {"days": int(x.size), "day_sd": float(x.std(ddof=1)), "threshold": max(gate.min_margin, float(found)),
             "rule": f"{gate.material_factor:g} x the {1 - gate.false_alarm_rate:.4g} quantile of {x.size} "
-                    "leave-one-day-out deviations of the stable version's daily mean"}
+                    "leave-one-day-out deviations of the stable version's daily mean over queries, "
+                    f"at least {gate.min_margin:g}"}
 
 
 def _figure(metric: str, a: Mapping[tuple[str, str], float], b: Mapping[tuple[str, str], float], is_paired: bool,
@@ -279,8 +327,8 @@ def _figure(metric: str, a: Mapping[tuple[str, str], float], b: Mapping[tuple[st
     return {**row, "outcome": found.outcome(direction, min_queries)}
 
 
-def _slices(stored: Stored, a: Mapping[tuple[str, str], Mapping[str, Any]],
-            b: Mapping[tuple[str, str], Mapping[str, Any]], is_paired: bool, stable: str, gate: LiveThresholds,
+def _slices(daily: Mapping[tuple[str, str], Mapping[str, list[float]]], a: Mapping[tuple[str, str], Mapping[str, Any]],
+            b: Mapping[tuple[str, str], Mapping[str, Any]], is_paired: bool, gate: LiveThresholds,
             settings: PairedSettings) -> list[Row]:
     """Every slice's figures, worst first: failures, then by how far the delta goes the worse way
     measured in material thresholds."""
@@ -299,8 +347,7 @@ def _slices(stored: Stored, a: Mapping[tuple[str, str], Mapping[str, Any]],
         in_a = {k: v for k, v in a.items() if k in keys}
         in_b = {k: v for k, v in b.items() if k in keys}
         for metric in gate.slice_metrics:
-            daily = _slice_daily(stored.queries, stable, dim, label, metric)
-            threshold = _material(daily, gate)
+            threshold = _material(daily.get((dim, label), {}).get(metric, []), gate)
             rows.append({"dimension": dim, "label": label,
                          **_figure(metric, _values(in_a, metric), _values(in_b, metric), is_paired, threshold, gate,
                                    gate.min_slice_queries, settings)})
@@ -313,25 +360,6 @@ def _worst_first(row: Row) -> tuple[int, float]:
     sign = -1 if row["direction"] == "lower" else 1
     scale = row["margin"] or 1.0
     return _SEVERITY[row["outcome"]], sign * row["delta"] / scale
-
-
-def _slice_daily(rows: Mapping[QueryKey, Mapping[str, Any]], version: str, dim: str, label: str,
-                 metric: str) -> list[float]:
-    """The version's daily means of `metric` over the slice's query rows."""
-    days: dict[DayKey, dict[str, Any]] = {}
-    for (day, app, ver, _), row in sorted(rows.items()):
-        if ver == version and _labels(app, row).get(dim) == label:
-            _add(days.setdefault((day, "", ver), {}), row)
-    return _daily(days, version, metric)
-
-
-def _add(into: dict[str, Any], row: Mapping[str, Any]) -> None:
-    """Add a stored row's events, zero results and measure sums to `into`."""
-    for name in ("events", "zero"):
-        into[name] = into.get(name, 0) + int(row[name])
-    for name in MEASURES:
-        s, n = into.get(name, (0.0, 0))
-        into[name] = (s + float(row[name][0]), n + int(row[name][1]))
 
 
 def _labels(app: str, row: Mapping[str, Any]) -> dict[str, str]:
@@ -361,20 +389,29 @@ def _hard_gates(days: Mapping[DayKey, Mapping[str, Any]], stable: str, candidate
         rows.append({"gate": name, "max": limit, "baseline": a[name], "candidate": b[name], "counted": b[name],
                      "examples": shown(name) if b[name] > limit else [],
                      "outcome": FAIL if b[name] > limit else PASS})
-    rate = a["filter_zero"] / a["events"] if a["events"] else 0.0
+    rate = a["filter_zero"] / a["events"] if a["events"] else None
     k, n = b["filter_zero"], b["events"]
-    excess = max(0.0, k - n * rate)
-    if n == 0 or rate >= 1:
-        p = 1.0
-    elif rate == 0:  # the stable version never has one: any is a rise
-        p = 0.0 if k > 0 else 1.0
-    else:
-        p = float(binomtest(k, n, rate, alternative="greater").pvalue)
-    failed = p < gate.filter_zero_alpha and excess > 0
+    p = filter_zero_p(a["filter_zero"], a["events"], k, n)
+    excess = 0.0 if rate is None else max(0.0, k - n * rate)
+    failed = p is not None and p < gate.filter_zero_alpha and excess > 0
     rows.append({"gate": "filter_zero_rise", "max": f"p < {gate.filter_zero_alpha:g}", "baseline": a["filter_zero"],
                  "candidate": k, "counted": round(excess, 1), "p": p, "stable_rate": rate,
-                 "examples": shown("filter_zero") if failed else [], "outcome": FAIL if failed else PASS})
+                 "examples": shown("filter_zero") if failed else [],
+                 "outcome": NOT_MEASURED if p is None else FAIL if failed else PASS})
     return rows
+
+
+def filter_zero_p(k_a: int, n_a: int, k_b: int, n_b: int) -> float | None:
+    """One-sided p of the candidate's (b) filter-caused zeros being more frequent than the stable
+    version's (a), both rates estimated: given the k = k_a + k_b seen, k_b is binomial with
+    p = n_b / (n_a + n_b) when the rates are equal (the conditional test of two Poisson rates,
+    close to Fisher's exact test at these rates). None without events of either version."""
+    if not n_a or not n_b:
+        return None
+    k = k_a + k_b
+    if k == 0:
+        return 1.0
+    return float(binomtest(k_b, k, n_b / (n_a + n_b), alternative="greater").pvalue)
 
 
 def _verdict(report: Report, gate: LiveThresholds, events: Mapping[str, int], stable: str,

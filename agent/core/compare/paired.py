@@ -96,11 +96,7 @@ def two_sample_interval(a: np.ndarray, b: np.ndarray, settings: PairedSettings) 
     resample draws each side on its own (rescaled as bootstrap.py does), for queries only one
     version served; the tail's degrees of freedom are the smaller side's."""
     rng = np.random.default_rng(settings.seed)
-    means = []
-    for x in (a, b):
-        m = max(x.size - 1, 1)
-        drawn = x[rng.integers(0, x.size, size=(settings.resamples, m))]
-        means.append(drawn.mean(axis=1))
+    means = [resampled_means(x, rng, resamples=settings.resamples)[1] for x in (a, b)]
     return _read(float(b.mean() - a.mean()), means[1] - means[0], min(a.size, b.size) - 1, settings.level)
 
 

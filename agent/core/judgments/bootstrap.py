@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+_BLOCK = 1 << 20  # draws held at once by an unstratified resampling
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -72,9 +74,9 @@ def resampled_means(
         raise ValueError("weights must be non-negative with a positive sum")
     if strata is not None and len(strata) != x.size:
         raise ValueError("strata must match values")
-    groups = [np.arange(x.size)] if strata is None else [
-        np.flatnonzero(np.asarray(strata) == s) for s in dict.fromkeys(strata)
-    ]
+    if strata is None:
+        return weighted_mean(x, w), _blocked_means(x, w, rng, resamples)
+    groups = [np.flatnonzero(np.asarray(strata) == s) for s in dict.fromkeys(strata)]
     draws = [max(g.size - 1, 1) for g in groups]
     index = np.hstack([g[rng.integers(0, g.size, size=(resamples, m))] for g, m in zip(groups, draws)])
     scale = np.hstack([np.full(m, g.size / m) for g, m in zip(groups, draws)])
@@ -82,3 +84,22 @@ def resampled_means(
     sums = drawn.sum(axis=1)
     keep = sums > 0  # a resample of zero-weight queries only has no mean
     return weighted_mean(x, w), (x[index] * drawn).sum(axis=1)[keep] / sums[keep]
+
+
+def _blocked_means(x: np.ndarray, w: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """The unstratified resamples' means drawn a block of resamples at a time, so memory stays near
+    `_BLOCK` draws however many values there are; the generator yields the same draws as one
+    resamples x (n - 1) array would, and each row's sum is taken alike, so the means are the same."""
+    m = max(x.size - 1, 1)
+    scale = x.size / m
+    means = np.empty(resamples)
+    keep = np.ones(resamples, dtype=bool)
+    step = max(1, _BLOCK // m)
+    for start in range(0, resamples, step):
+        rows = slice(start, min(start + step, resamples))
+        index = rng.integers(0, x.size, size=(rows.stop - start, m))
+        drawn = w[index] * scale
+        sums = drawn.sum(axis=1)
+        keep[rows] = sums > 0  # a resample of zero-weight queries only has no mean
+        means[rows] = (x[index] * drawn).sum(axis=1) / np.where(sums > 0, sums, 1.0)
+    return means[keep]

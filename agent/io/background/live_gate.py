@@ -1,15 +1,28 @@
 """The live release gate in the running agent: the stored rows of the last days judged per app, for the metrics.
 
 Every `live_gate.refresh_seconds` (and once at start) a background job reads
-the stored day and query rows of the last `window_days` UTC days (today
-included, as checkpointed) and, per app, compares the configured versions
-(or the app's two with most traffic in the window, the larger one stable)
-with `live_compare`, the function `ragdrift compare --live` calls, over the
-same rows and the same judged items (`judged_in_window`).
+the stored day rows of the last `window_days` UTC days (today included, as
+checkpointed) and, per app, compares the configured versions (or the pair
+`pair_of` picks: the app's two named versions with most traffic, the one
+seen first stable) with `live_compare`, the function `ragdrift compare
+--live` calls, over the same rows and the same judged items
+(`judged_in_window`). Each app's query rows are read on their own, only
+those of at most `max_queries` queries per version (chosen from the query
+ids before any row is loaded), so memory follows the cap, not the traffic.
 `LiveGateCollector` renders the last reports: a scrape never reads the store
-nor computes. Every replica reads the one store, so every replica exports the
-same figures (aggregate with `max`). An app with a single version in the
-window exports nothing.
+nor computes. Every replica reads the one store, so the figures of
+the served traffic are the same on every replica (aggregate with `max`); the
+judged metrics come from the judged batches whose files a replica can read,
+so they may differ where batch directories are not shared. Without
+configured versions an app with a single named version in the window
+exports nothing; with them every app with rows exports its verdict (`not
+enough data` while a version has no events).
+
+An app whose evaluation fails (a store error, a bad row) is logged with the
+error's class and counted (`ragdrift_live_gate_evaluation_errors_total`),
+and the other apps are still judged; a reload that fails as a whole keeps
+the last figures, and `ragdrift_live_gate_last_evaluation_timestamp_seconds`
+stops moving (RagdriftLiveGateStale, against `ragdrift_live_gate_refresh_seconds`).
 """
 
 from __future__ import annotations
@@ -19,10 +32,10 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.core.compare import FAILED, NOT_ENOUGH, PASSED
 from agent.core.compare.live_verdict import (
@@ -31,13 +44,14 @@ from agent.core.compare.live_verdict import (
     Stored,
     judged_queries,
     live_compare,
+    pair_of,
     versions_by_traffic,
 )
 from agent.core.judgments.judged import judged
 from agent.io.background.periodic import Periodic
 from agent.io.files import batch_files
 from agent.io.files.batch_files import ExportError
-from agent.io.store.live_gate import LiveGateStore
+from agent.io.store.live_gate import LiveGateStore, today
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
 
@@ -59,8 +73,8 @@ class Judged:
 
 def window_of(now: float, days: int) -> tuple[str, str]:
     """The first and last UTC day (ISO) of a window of `days` days ending today."""
-    today = datetime.fromtimestamp(now, UTC).date()
-    return (today - timedelta(days=days - 1)).isoformat(), today.isoformat()
+    last = today(now)
+    return (last - timedelta(days=days - 1)).isoformat(), last.isoformat()
 
 
 def judged_in_window(store, group_id: str, first: str, last: str, app: str | None = None
@@ -82,26 +96,30 @@ def judged_in_window(store, group_id: str, first: str, last: str, app: str | Non
 
 
 def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate: LiveThresholds,
-               versions: tuple[str, str] | None) -> list[Judged]:
+               versions: tuple[str, str] | None, partial_from: str | None = None,
+               failed: Callable[[str, Exception], None] | None = None) -> list[Judged]:
     """Each app's comparison over the stored rows from `first` to `last` (reads the store and the
-    judged batches' files)."""
-    days, queries = store.stored(group_id, first, last)
+    judged batches' files). An app whose evaluation raises is handed to `failed` and left out;
+    without `failed` the error propagates."""
+    days = store.day_rows(group_id, first, last)
     judged_rows, _ = judged_in_window(store.store, group_id, first, last)
     out = []
     for app in sorted({key[1] for key in days}):
-        app_days = {k: v for k, v in days.items() if k[1] == app}
-        seen = versions_by_traffic(app_days)
-        if versions is not None:
-            stable, candidate = versions
-        elif len(seen) >= 2:
-            stable, candidate = seen[0][0], seen[1][0]
-        else:
-            continue
-        stored = Stored(app_days, {k: v for k, v in queries.items() if k[1] == app},
-                        [q for q in judged_rows if q.app == app])
-        report = live_compare(stored, stable, candidate, gate, {"from": first, "to": last})
-        totals = dict(seen)
-        out.append(Judged(app, stable, candidate, {v: totals.get(v, 0) for v in (stable, candidate)}, report))
+        try:
+            app_days = {k: v for k, v in days.items() if k[1] == app}
+            pair = versions or pair_of(app_days)
+            if pair is None:
+                continue
+            stable, candidate = pair
+            queries = store.query_rows(group_id, first, last, app, pair, gate.max_queries)
+            stored = Stored(app_days, queries, [q for q in judged_rows if q.app == app])
+            report = live_compare(stored, stable, candidate, gate, {"from": first, "to": last}, partial_from)
+            totals = dict(versions_by_traffic(app_days))
+            out.append(Judged(app, stable, candidate, {v: totals.get(v, 0) for v in pair}, report))
+        except Exception as exc:  # one app's bad rows must not silence the others
+            if failed is None:
+                raise
+            failed(app, exc)
     return out
 
 
@@ -114,14 +132,21 @@ class LiveGateWatch(Periodic):
         super().__init__("live-gate-refresh", refresh_seconds, log, "the live gate's rows", scheduler)
         self.store, self.group_id, self.gate = store, group_id, gate
         self.window_days, self.versions, self.clock = window_days, versions, clock
+        self.refresh_seconds = refresh_seconds
         self.judged: tuple[Judged, ...] = ()
         self.evaluated_at: float | None = None
+        self.errors = 0  # apps whose evaluation failed, since start
 
     def reload(self) -> None:
         now = self.clock()
         first, last = window_of(now, self.window_days)
-        self.judged = tuple(judge_apps(self.store, self.group_id, first, last, self.gate, self.versions))
+        self.judged = tuple(judge_apps(self.store, self.group_id, first, last, self.gate, self.versions,
+                                       partial_from=last, failed=self._failed))
         self.evaluated_at = now
+
+    def _failed(self, app: str, exc: Exception) -> None:
+        self.errors += 1
+        log.error("live gate evaluation of app %r failed: %s", app, exc.__class__.__name__)
 
 
 class LiveGateCollector:
@@ -176,3 +201,11 @@ class LiveGateCollector:
         if evaluated_at is not None:
             last.add_metric([], evaluated_at)
         yield last
+        refresh = GaugeMetricFamily("ragdrift_live_gate_refresh_seconds",
+                                    "How often the live gate evaluates the stored rows (live_gate.refresh_seconds).")
+        refresh.add_metric([], self.watch.refresh_seconds)
+        yield refresh
+        errors = CounterMetricFamily("ragdrift_live_gate_evaluation_errors",
+                                     "Apps whose live gate evaluation failed (the others are still judged).")
+        errors.add_metric([], self.watch.errors)
+        yield errors

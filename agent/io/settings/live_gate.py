@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from agent.core.compare.live import LiveConfig
 from agent.core.compare.live_verdict import LiveThresholds
+from agent.core.labels import OTHER
+from agent.core.pipelines import NO_VERSION
+from agent.io.settings import checks
 
 _T = LiveThresholds()
 _C = LiveConfig()
@@ -39,6 +42,9 @@ class LiveGateSettings:
     max_unauthorized: int = _T.max_unauthorized
     max_stale_conflicts: int = _T.max_stale_conflicts
     filter_zero_alpha: float = _T.filter_zero_alpha
+    min_margin: float = _T.min_margin  # the material threshold's floor
+    min_paired_share: float = _T.min_paired_share  # shared queries needed, as a share of each version's
+    max_queries: int = _T.max_queries  # queries compared per version (the lowest hashes of the query id)
 
 
 def live_config(s: LiveGateSettings) -> LiveConfig:
@@ -51,14 +57,19 @@ def thresholds(s: LiveGateSettings) -> LiveThresholds:
     return LiveThresholds(min_queries=s.min_queries, min_slice_queries=s.min_slice_queries, min_days=s.min_days,
                           material_factor=s.material_factor, false_alarm_rate=s.false_alarm_rate, level=s.level,
                           resamples=s.resamples, max_unauthorized=s.max_unauthorized,
-                          max_stale_conflicts=s.max_stale_conflicts, filter_zero_alpha=s.filter_zero_alpha)
+                          max_stale_conflicts=s.max_stale_conflicts, filter_zero_alpha=s.filter_zero_alpha,
+                          min_margin=s.min_margin, min_paired_share=s.min_paired_share, max_queries=s.max_queries)
 
 
 def check_live_gate(s: LiveGateSettings, need: Callable[[bool, str, str], None]) -> None:
     need(bool(s.stable) == bool(s.candidate), "live_gate.stable", "give stable and candidate together, or neither")
     need(not s.stable or s.stable != s.candidate, "live_gate.candidate", "must differ from live_gate.stable")
     for key in ("stable", "candidate"):
-        need(len(getattr(s, key)) <= 128, f"live_gate.{key}", "must be at most 128 characters")
+        value = getattr(s, key)
+        need(not value or checks.short_text(value), f"live_gate.{key}",
+             "must be a pipeline version as events send it (1-128 characters, no control characters)")
+        need(value not in (OTHER, NO_VERSION), f"live_gate.{key}",
+             f"{value!r} is the label of events without a version or beyond the list")
     need(s.window_days >= 1, "live_gate.window_days", "must be >= 1")
     need(s.refresh_seconds > 0, "live_gate.refresh_seconds", "must be > 0")
     need(0 < s.sample_rate <= 1, "live_gate.sample_rate", "must be in (0, 1]")
@@ -76,3 +87,6 @@ def check_live_gate(s: LiveGateSettings, need: Callable[[bool, str, str], None])
     need(s.max_unauthorized >= 0, "live_gate.max_unauthorized", "must be >= 0")
     need(s.max_stale_conflicts >= 0, "live_gate.max_stale_conflicts", "must be >= 0")
     need(0 < s.filter_zero_alpha < 1, "live_gate.filter_zero_alpha", "must be in (0, 1)")
+    need(s.min_margin >= 0, "live_gate.min_margin", "must be >= 0")
+    need(0 <= s.min_paired_share <= 1, "live_gate.min_paired_share", "must be from 0 to 1")
+    need(s.max_queries >= s.min_queries, "live_gate.max_queries", "must be >= live_gate.min_queries")

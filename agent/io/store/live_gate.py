@@ -9,13 +9,24 @@ that moves the offsets past the events, as the drift days do
 (agent/io/store/drift.py): the missing rows inserted empty, the touched rows
 read (FOR UPDATE on PostgreSQL, in key order, so replicas wait rather than
 deadlock), the sums written back. Query rows older than `retention_days`
-before the newest day written are deleted in the same transaction.
+before the newest day written, or before today by the clock if that is
+earlier, are deleted in the same transaction: a day written ahead of the
+clock moves no cutoff.
+
+A read can cap the compared queries before their rows are loaded: it reads
+the window's distinct query ids alone, keeps the `max_queries` with the
+lowest CRC-32 of the id (the hash the sampler keeps queries by) of each
+version, cut at the same hash for both versions so they keep the same
+queries, and loads the rows of those ids only. The hash is computed here
+rather than stored, so the tables keep their columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import date, timedelta
+import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -58,10 +69,11 @@ TABLES = (days_table, queries_table)
 class LiveGateStore:
     """Reads and writes of the live gate's tables, on a store opened with `TABLES`."""
 
-    def __init__(self, store, examples: int = 5, retention_days: int = 35):
+    def __init__(self, store, examples: int = 5, retention_days: int = 35, clock: Callable[[], float] = time.time):
         self.store = store
         self.examples = examples
         self.retention_days = retention_days
+        self.clock = clock
         self.days = store.joined(_DAYS)
         self.queries = store.joined(_QUERIES)
 
@@ -79,7 +91,7 @@ class LiveGateStore:
             self._add(conn, self.days, group_id, days, ("day", "app", "version"))
             self._add(conn, self.queries, group_id, queries, ("day", "app", "version", "query_id"))
             if days:
-                newest = date.fromisoformat(max(day for day, _, _ in days))
+                newest = min(date.fromisoformat(max(day for day, _, _ in days)), today(self.clock()))
                 oldest = (newest - timedelta(days=self.retention_days)).isoformat()
                 q = self.queries.c
                 conn.execute(delete(self.queries).where(q.group_id == group_id, q.day < oldest))
@@ -111,23 +123,64 @@ class LiveGateStore:
                                              *[c[n] == bindparam(f"k_{n}") for n in names])
                          .values(counts=bindparam("new")), params)
 
-    def stored(self, group_id: str, first: str, last: str, app: str | None = None
+    def stored(self, group_id: str, first: str, last: str, app: str | None = None,
+               versions: tuple[str, ...] | None = None, max_queries: int | None = None
                ) -> tuple[dict[DayKey, dict[str, Any]], dict[QueryKey, dict[str, Any]]]:
-        """The day rows and query rows from `first` to `last` (ISO days, inclusive), of one app or all."""
-        out: list[dict] = []
-        for table in (self.days, self.queries):
-            c = table.c
-            query = select(table).where(c.group_id == group_id, c.day >= first, c.day <= last)
-            if app is not None:
-                query = query.where(c.app == app)
-            rows = self.store.read(query)
-            if table is self.days:
-                out.append({(r.day, r.app, r.version): orjson.loads(r.counts) for r in rows})
-            else:
-                out.append({(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows})
-        return out[0], out[1]
+        """The day rows and query rows from `first` to `last` (ISO days, inclusive), of one app or all;
+        with `versions` only their query rows, with `max_queries` those of at most that many queries
+        of each (the lowest hashes, one cut for all)."""
+        return self.day_rows(group_id, first, last, app), self.query_rows(group_id, first, last, app, versions,
+                                                                          max_queries)
 
-    def last_day(self, group_id: str) -> str | None:
+    def query_rows(self, group_id: str, first: str, last: str, app: str | None = None,
+                   versions: tuple[str, ...] | None = None, max_queries: int | None = None
+                   ) -> dict[QueryKey, dict[str, Any]]:
+        """The query rows of `stored`."""
+        q = self.queries.c
+        where = self._where(q, group_id, first, last, app)
+        if versions is not None:
+            where.append(q.version.in_(versions))
+        columns = (q.day, q.app, q.version, q.query_id, q.counts)
+        if versions is None or max_queries is None:
+            rows = self.store.read(select(*columns).where(*where))
+        else:
+            kept = sorted(self._capped(where, max_queries))
+            rows = []
+            for i in range(0, len(kept), _CHUNK):
+                rows += self.store.read(select(*columns).where(*where, tuple_(q.app, q.query_id).in_(kept[i:i + _CHUNK])))
+        return {(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows}
+
+    def day_rows(self, group_id: str, first: str, last: str, app: str | None = None) -> dict[DayKey, dict[str, Any]]:
+        """The day rows from `first` to `last` (ISO days, inclusive), of one app or all."""
+        rows = self.store.read(select(self.days).where(*self._where(self.days.c, group_id, first, last, app)))
+        return {(r.day, r.app, r.version): orjson.loads(r.counts) for r in rows}
+
+    def _where(self, c, group_id: str, first: str, last: str, app: str | None) -> list:
+        return [c.group_id == group_id, c.day >= first, c.day <= last, *([c.app == app] if app is not None else [])]
+
+    def _capped(self, where: list, max_queries: int) -> set[tuple[str, str]]:
+        """The (app, query id) pairs kept: those hashing no higher than the smallest over the versions
+        of the hash of each one's `max_queries`-th query (ids alone are read, not rows)."""
+        q = self.queries.c
+        ranked: dict[str, list[tuple[int, str, str]]] = {}
+        for r in self.store.read(select(q.version, q.app, q.query_id).where(*where).distinct()):
+            ranked.setdefault(r.version, []).append((zlib.crc32(r.query_id.encode()), r.app, r.query_id))
+        cut = min((sorted(found)[max_queries - 1][0] for found in ranked.values() if len(found) > max_queries),
+                  default=None)
+        return {(a, query) for found in ranked.values() for h, a, query in found if cut is None or h <= cut}
+
+    def last_day(self, group_id: str, app: str | None = None, until: str | None = None) -> str | None:
+        """The newest day with rows (of one app or all), not after `until`."""
         d = self.days.c
-        rows = self.store.read(select(d.day).where(d.group_id == group_id).order_by(d.day.desc()).limit(1))
+        query = select(d.day).where(d.group_id == group_id).order_by(d.day.desc()).limit(1)
+        if app is not None:
+            query = query.where(d.app == app)
+        if until is not None:
+            query = query.where(d.day <= until)
+        rows = self.store.read(query)
         return rows[0].day if rows else None
+
+
+def today(now: float) -> date:
+    """The UTC day of `now`."""
+    return datetime.fromtimestamp(now, UTC).date()

@@ -1,0 +1,113 @@
+"""The live gate's store and periodic evaluation: retention by the clock, the query cap applied before rows load,
+the newest day of an app, one app's failure leaving the others judged; its settings' checks."""
+
+from __future__ import annotations
+
+import zlib
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+from sqlalchemy import update
+
+from agent.core.compare.live import HeldRows, empty_row
+from agent.core.compare.live_verdict import LiveThresholds
+from agent.io.background.live_gate import LiveGateCollector, LiveGateWatch, judge_apps
+from agent.io.background.periodic import new_scheduler
+from agent.io.features import tables_of
+from agent.io.store.database import Checkpoint, Store
+from agent.io.store.live_gate import LiveGateStore
+from agent.service import FEATURES
+from tests.io.test_settings import error
+from tests.test_cli import one_line_error, run
+from tests.test_live_gate_cli import config, held, write
+
+GROUP = "ragdrift"
+NOON = datetime(2026, 11, 6, 12, tzinfo=UTC).timestamp()
+
+
+def rows(days: dict, queries: dict) -> HeldRows:
+    out = HeldRows()
+    for key, events in days.items():
+        out.days[key] = {**empty_row(), "events": events}
+    for qkey in queries:
+        out.queries[qkey] = {**empty_row(labels=True), "events": 1}
+    return out
+
+
+@pytest.fixture
+def gate(url):
+    with Store(url, None, tables_of(FEATURES)) as store:
+        yield LiveGateStore(store, retention_days=2, clock=lambda: NOON)
+
+
+def save(gate: LiveGateStore, found: HeldRows, offset: int = 1) -> None:
+    gate.store.save(GROUP, [Checkpoint("t", 0, offset, {})], [gate.writes(GROUP, [found])])
+
+
+def test_a_day_written_ahead_of_the_clock_moves_no_retention_cutoff(gate):
+    save(gate, rows({("2026-11-04", "shop", "a"): 1, ("2027-01-01", "shop", "a"): 1},
+                    {("2026-11-04", "shop", "a", "q1"): 1, ("2026-11-05", "shop", "a", "q2"): 1}))
+    queries = gate.stored(GROUP, "2026-01-01", "2027-12-31")[1]
+    assert sorted(queries) == [("2026-11-04", "shop", "a", "q1"), ("2026-11-05", "shop", "a", "q2")]
+    save(gate, rows({("2026-11-06", "shop", "a"): 1}, {}), 2)  # today: 11-04 is two days back, kept
+    assert len(gate.stored(GROUP, "2026-01-01", "2027-12-31")[1]) == 2
+
+
+def test_the_query_cap_keeps_the_lowest_hashes_at_one_cut_for_both_versions(gate):
+    ids = {"a": [f"q{i}" for i in range(50)], "b": [f"q{i}" for i in range(10, 60)]}
+    save(gate, rows({("2026-11-05", "shop", v): 50 for v in ids},
+                    {("2026-11-05", "shop", v, q): 1 for v, found in ids.items() for q in found}))
+    crc = {q: zlib.crc32(q.encode()) for found in ids.values() for q in found}
+    cut = min(sorted(crc[q] for q in found)[19] for found in ids.values())
+    queries = gate.stored(GROUP, "2026-11-05", "2026-11-05", "shop", ("a", "b"), max_queries=20)[1]
+    for v, found in ids.items():
+        kept = {q for (_, _, ver, q) in queries if ver == v}
+        assert kept == {q for q in found if crc[q] <= cut} and len(kept) <= 20
+    assert len({q for (_, _, ver, q) in queries if ver == "a"}) == 20 or \
+        len({q for (_, _, ver, q) in queries if ver == "b"}) == 20
+    assert len(gate.stored(GROUP, "2026-11-05", "2026-11-05", "shop", ("a", "b"), max_queries=100)[1]) == 100
+
+
+def test_the_newest_day_is_of_the_app_and_not_after_until(gate):
+    save(gate, rows({("2026-11-03", "shop", "a"): 1, ("2026-11-05", "docs", "a"): 1,
+                     ("2027-01-01", "shop", "a"): 1}, {}))
+    assert gate.last_day(GROUP) == "2027-01-01"
+    assert gate.last_day(GROUP, "shop", until="2026-11-06") == "2026-11-03"
+    assert gate.last_day(GROUP, "docs") == "2026-11-05"
+
+
+def test_one_apps_failure_leaves_the_others_judged_and_is_counted(gate):
+    found = rows({(d, app, v): 40 for d in ("2026-11-04", "2026-11-05") for app in ("docs", "shop")
+                  for v in ("a", "b")}, {})
+    save(gate, found)
+    d = gate.days.c  # a row this release cannot read
+    with gate.store.engine.begin() as conn:
+        conn.execute(update(gate.days).where(d.app == "docs", d.version == "b")
+                     .values(counts=orjson.dumps({**empty_row(), "events": "forty"})))
+    failed = []
+    judged = judge_apps(gate, GROUP, "2026-11-01", "2026-11-06", LiveThresholds(resamples=100), ("a", "b"),
+                        failed=lambda app, exc: failed.append((app, type(exc))))
+    assert [j.app for j in judged] == ["shop"] and failed == [("docs", ValueError)]
+    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
+                          scheduler=new_scheduler())
+    watch.reload()
+    metrics = {m.name: m for m in LiveGateCollector(watch).collect()}
+    assert [s.value for s in metrics["ragdrift_live_gate_evaluation_errors"].samples if s.name.endswith("_total")] == [1]
+    assert metrics["ragdrift_live_gate_refresh_seconds"].samples[0].value == 60.0
+    assert metrics["ragdrift_live_gate_last_evaluation_timestamp_seconds"].samples[0].value == NOON
+
+
+def test_a_window_longer_than_the_retention_is_refused(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/w.db"
+    write(url, held("equivalent"))
+    path = config(tmp_path, url, retention_days=3, window_days=3)
+    status, _, err = run(capsys, "compare", "--live", "--pipeline", "stable", "--pipeline", "canary",
+                         "--from", "2026-11-01", "--to", "2026-11-06", "--config", path)
+    assert status == 2 and "is 6 days, longer than live_gate.retention_days 3" in one_line_error(err)
+
+
+@pytest.mark.parametrize("value", ["other", "none", "v\x01"])
+def test_a_configured_version_must_be_one_events_can_name(tmp_path, value):
+    message = error(tmp_path, f"live_gate: {{stable: {value!r}, candidate: v2}}\n".replace("'", '"'))
+    assert message.startswith("live_gate.stable: "), message
