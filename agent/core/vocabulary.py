@@ -14,6 +14,9 @@ from hashlib import blake2b
 from typing import Any
 
 KNOWN_TERMS = 1 << 14  # bound of the memo of terms known to be in the filter
+# An empty 8-byte blake2b, never updated itself: copying a made hasher is
+# cheaper than making one, and this hashes a term or an event id per event.
+EMPTY_DIGEST = blake2b(digest_size=8)
 
 
 class Vocabulary:
@@ -35,10 +38,17 @@ class Vocabulary:
         self._encoded: str | None = None
 
     def _positions(self, term: str) -> list[int]:
-        """Double hashing over one 64-bit digest (stable across processes)."""
-        x = int.from_bytes(blake2b(term.encode(), digest_size=8).digest(), "little")
-        h1, h2, bits = x & 0xFFFFFFFF, (x >> 32) | 1, self.bits
-        return [(h1 + i * h2) % bits for i in range(self.hashes)]
+        """Double hashing over one 64-bit digest (stable across processes):
+        position i is (h1 + i * h2) % bits. Both halves are reduced modulo
+        `bits` first, which gives the same positions with small integers
+        (arithmetic on the 32-bit halves cost more than the hash itself);
+        h2 is odd and `bits` even, so the step is never 0."""
+        digest = EMPTY_DIGEST.copy()
+        digest.update(term.encode())
+        x = int.from_bytes(digest.digest(), "little")
+        bits = self.bits
+        first, step = (x & 0xFFFFFFFF) % bits, ((x >> 32) | 1) % bits
+        return [p % bits for p in range(first, first + self.hashes * step, step)]
 
     def __contains__(self, term: str) -> bool:
         if term in self._known:
@@ -56,12 +66,14 @@ class Vocabulary:
         array = self._array
         new = False
         for p in self._positions(term):
-            if not array[p >> 3] >> (p & 7) & 1:
-                new = True
+            byte, bit = p >> 3, 1 << (p & 7)
+            if not array[byte] & bit:
                 if self.frozen:
                     return True
-                array[p >> 3] |= 1 << (p & 7)
-                self._encoded = None
+                array[byte] |= bit
+                new = True
+        if new:
+            self._encoded = None
         self._remember(term)
         return new
 

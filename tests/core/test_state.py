@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 import random
 from datetime import UTC, datetime
+from hashlib import blake2b
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.core.config import CoreConfig
 from agent.core.reasons import RejectedEvent
@@ -377,3 +380,14 @@ def test_every_accepted_event_keeps_the_state_checkpointable():
     except RejectedEvent:
         return
     orjson.dumps(state.to_dict())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
+       st.integers(1, 1 << 32).map(lambda n: 8 * n), st.integers(0, 13))
+def test_vocabulary_positions_are_double_hashing_over_one_digest(term, bits, hashes):
+    """The checkpointed bit array depends on them: position i is (h1 + i * h2) % bits."""
+    x = int.from_bytes(blake2b(term.encode(), digest_size=8).digest(), "little")
+    h1, h2 = x & 0xFFFFFFFF, (x >> 32) | 1
+    vocabulary = Vocabulary(bits, hashes, array=b"")  # positions only: no array of `bits` bits
+    assert vocabulary._positions(term) == [(h1 + i * h2) % bits for i in range(hashes)]

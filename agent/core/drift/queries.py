@@ -32,14 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from hashlib import blake2b
 from typing import Any, Protocol
 
 import numpy as np
 from sklearn.cluster import MiniBatchKMeans
 from sklearn.feature_extraction.text import HashingVectorizer
 
-from agent.core.vocabulary import Vocabulary
+from agent.core.vocabulary import EMPTY_DIGEST, Vocabulary
 
 QUERIES = "query_terms"  # the stored row of a day's sample
 SAMPLE = 512  # sampled events per day and app
@@ -49,12 +48,9 @@ Sample = Mapping[str, Sequence[str]]  # sample key -> the event's hashed query t
 
 
 def sample_key(event_id: str) -> str:
-    digest = _EMPTY.copy()  # copying a made hasher is cheaper than making one: this runs for every event
+    digest = EMPTY_DIGEST.copy()
     digest.update(event_id.encode())
     return digest.hexdigest()
-
-
-_EMPTY = blake2b(digest_size=8)
 
 
 def merge_sample(into: dict[str, Any], sample: Sample, k: int = SAMPLE) -> dict[str, Any]:
