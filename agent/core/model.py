@@ -140,7 +140,7 @@ class Event(_Strict):
             raise ValueError("schema: unsupported")
         check(self)
         results = self.results
-        if len({r.rank for r in results}) != len(results):
+        if len(set(map(_RANK, results))) != len(results):
             check_text(self)  # a character error comes first, as in document order
             raise ValueError("results: ranks are not unique")
         results.sort(key=_RANK)
