@@ -144,11 +144,15 @@ class ByPipelineVersion(MetricFamilies):
             versions = self.versions[app] = Versions(app, self._known(), self)
         views = self.views = versions[version_of(facts.event)]
         label = ctx.pipeline_version = views.tail[0]  # the features after the families split by the same label
-        # Event time, as the windows place the counts; never past the write time,
-        # as the watermark: a clock far ahead must not keep a version for ever.
+        # Event time, as the windows place the counts: up to max_future_seconds
+        # past the write time, as far ahead as a bucket is kept (further ahead the
+        # counts go to `retired`). The version stays until that bucket retires; a
+        # clock far ahead must not keep a version for ever.
         ts, now = facts.ts, ctx.now
-        if now is not None and ts > now:
-            ts = now
+        if now is not None:
+            ahead = now + self.config.max_future_seconds
+            if ts > ahead:
+                ts = ahead
         last = versions.last
         if ts > last.get(label, _NEVER):
             last[label] = ts

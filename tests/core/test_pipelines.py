@@ -316,3 +316,23 @@ def test_versions_coming_and_going_keep_the_sums_and_the_bound(seed):
     assert conform(split.totals(), False) == pytest.approx(plain.totals())
     assert len(named - {None}) >= 8  # two at a time per app, but 8 and more over the stream
     assert feed(checkpoint(feed(PartitionState(SPLIT), raws[:300])), raws[300:]).to_dict() == split.to_dict()
+
+
+def test_a_version_dated_ahead_is_kept_until_its_bucket_has_retired():
+    # v1 is written at T0 dated 50 minutes ahead: its bucket is kept until the watermark
+    # passes T0 + 3000 s and the window; v1 keeps its slot until then, and what it counted
+    # moves to `other` in `retired` once it is forgotten.
+    state = PartitionState(SPLIT)
+    state.process(doc(0, "v1", t=T0 + 3000), now=T0)
+    state.process(doc(1, "v2"), now=T0)
+    state.process(doc(2, "v3", t=T0 + 600), now=T0 + 600)
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v2"]}
+    for i, t in enumerate(range(T0 + 1200, T0 + 4200, 600)):
+        state.process(doc(3 + i, "v3", t=t), now=t)
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v3"]}
+    state.process(doc(9, "v4", t=T0 + 4200), now=T0 + 4200)
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v3", "v4"]}
+    learned = {"v3", "v4", "none", "other"}
+    for tally in [state.windows.retired, *state.windows.buckets.values()]:
+        assert all(key[2] in learned for key in tally if key[0] == "retrievals")
+    assert counts(state.windows.retired, "retrievals")[("alpha", "other")] >= 2
