@@ -163,6 +163,8 @@ def test_query_rows_past_the_retention_are_deleted(tmp_path):
     (["--pipeline", traffic.STABLE, "--pipeline", traffic.CANDIDATE, "--from", "2026-13-01"], "--from '2026-13-01'"),
     (["--pipeline", traffic.STABLE, "--pipeline", traffic.CANDIDATE, "--from", "2027-01-01", "--to", "2027-01-02"],
      "has no events from 2027-01-01 to 2027-01-02"),
+    (["--pipeline", traffic.STABLE, "--pipeline", traffic.CANDIDATE, "--from", "2026-09-20", "--to", "2026-10-01"],
+     "--from 2026-09-20 is before 2026-10-02, live_gate.retention_days 35 before the newest stored day"),
 ])
 def test_bad_input_is_one_line_and_exit_2(stored, capsys, args, message):
     status, _, err = run(capsys, "compare", "--live", *args, "--config", stored("equivalent"))

@@ -2,8 +2,10 @@
 
 The window is whole UTC days: `--from`/`--to`, by default the last
 `live_gate.window_days` days ending on the newest stored day (of `--app`
-when given) not after today. A window longer than `live_gate.retention_days`
-is refused: the query rows before it are deleted. Thresholds come
+when given) not after today. A window longer than `live_gate.retention_days`,
+or starting more than that many days before the newest stored day not after
+today (where the store's retention counts from), is refused: the rows before
+it are deleted. Thresholds come
 from the configuration's `live_gate` section, as the agent's periodic
 evaluation takes them. Judged items (precision at the cutoff, nDCG, MRR)
 come from the newest judged batches the store records, those whose events
@@ -59,6 +61,12 @@ def run_live(args: argparse.Namespace) -> int:
                 raise UsageError(f"--from {first} is after the newest stored day {last}")
         if first is None:
             first = (date.fromisoformat(last) - timedelta(days=section.window_days - 1)).isoformat()
+        newest = rows.last_day(group, until=now)  # the day the store's retention counts back from
+        oldest = newest and (date.fromisoformat(newest) - timedelta(days=section.retention_days)).isoformat()
+        if oldest and first < oldest:
+            raise UsageError(f"--from {first} is before {oldest}, live_gate.retention_days "
+                             f"{section.retention_days} before the newest stored day: the rows before that "
+                             "are deleted")
         span = (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
         if span > section.retention_days:
             raise UsageError(f"--from {first} to {last} is {span} days, longer than live_gate.retention_days "
