@@ -376,3 +376,17 @@ def test_versions_learned_on_one_day_are_forgotten_on_the_next():
     held = fold(lines, LiveConfig(max_versions=2))
     assert sorted((d, v) for d, _, v in held.days) == [
         ("2026-11-02", OTHER), ("2026-11-02", "v0"), ("2026-11-02", "v1"), ("2026-11-03", "canary")]
+
+
+def test_events_dated_before_the_days_held_learn_no_names():
+    # Nine days, each new day dated earlier than the last: from the ninth the oldest held day is
+    # later than the event's, so its versions are `other` and the names stay within 8 days x 2.
+    lines = []
+    for d in range(12):
+        ts = f"2026-11-{20 - d:02d}T10:00:00Z"
+        lines += [orjson.dumps({**orjson.loads(event(10 * d + i, version=f"d{d}v{i}")), "ts": ts})
+                  for i in range(3)]
+    held = fold(lines, LiveConfig(max_versions=2))
+    named = {v for _, _, v in held.days if v != OTHER}
+    assert len(named) == 16 and {d for d, _, _ in held.days} == {f"2026-11-{20 - d:02d}" for d in range(12)}
+    assert {v for d, _, v in held.days if d < "2026-11-13"} == {OTHER}

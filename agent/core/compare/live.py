@@ -27,7 +27,9 @@ the first `max_versions` it sees by name on each UTC day (of the event time)
 and the rest as `OTHER`, so a producer sending thousands of versions adds at
 most that many rows a day, and the versions of past days are forgotten: a
 new canary gets its own rows the next day at the latest, however many
-versions came before it. Events dated further ahead of their write time than
+versions came before it. A partition holds the versions of 8 days; an event
+dated before the oldest of them counts as `OTHER`, so old or hostile
+timestamps cannot learn new names for days already forgotten. Events dated further ahead of their write time than
 `windows.max_future_seconds` are not counted (the metric families decide,
 `Context.future`): one wrong clock must not make a day row in the future.
 Queries held between checkpoints are bounded by `max_held_queries`: beyond
@@ -54,6 +56,7 @@ COUNTS = ("events", "zero", *GATES)  # per day row; per query row only the first
 _SLOTS = len(COUNTS) + 2 * len(MEASURES)  # the counts, then (sum, n) of each measure
 _T1, _AGE, _HHI, _LAT = (len(COUNTS) + 2 * i for i in range(len(MEASURES)))
 _SPACE = 1 << 32
+_DAYS_HELD = 8  # days whose versions a partition holds at once
 
 DayKey = tuple[str, str, str]  # (ISO day, app, version)
 QueryKey = tuple[str, str, str, str]  # (ISO day, app, version, query id)
@@ -177,8 +180,11 @@ class VersionCounts(KeptAsRows):
         """The version's name, or `OTHER` once `max_versions` others have been counted that day."""
         seen = self._versions.get(day)
         if seen is None:
-            if len(self._versions) >= 8:  # days seen at once: the oldest forgotten
-                del self._versions[min(self._versions)]
+            if len(self._versions) >= _DAYS_HELD:  # the oldest day forgotten; days before it learn nothing
+                oldest = min(self._versions)
+                if day < oldest:
+                    return OTHER
+                del self._versions[oldest]
             seen = self._versions[day] = set()
         if version not in seen:
             if len(seen) >= self.config.max_versions:
