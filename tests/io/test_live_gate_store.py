@@ -3,6 +3,7 @@ the newest day of an app, one app's failure leaving the others judged; its setti
 
 from __future__ import annotations
 
+import tracemalloc
 import zlib
 from datetime import UTC, datetime
 
@@ -54,26 +55,47 @@ def test_a_day_written_ahead_of_the_clock_moves_no_retention_cutoff(gate):
     assert len(gate.stored(GROUP, "2026-01-01", "2027-12-31")[1]) == 2
 
 
-def test_the_query_cap_keeps_the_lowest_hashes_at_one_cut_for_both_versions(gate):
-    ids = {"a": [f"q{i}" for i in range(50)], "b": [f"q{i}" for i in range(10, 60)]}
+def test_the_query_cap_keeps_the_lowest_hashes_of_each_version_at_its_own_cut(gate):
+    # A large stable version and a small canary: the canary keeps all its queries, the stable its 20
+    # lowest; under the lower cut (the stable's) both keep every query they share.
+    ids = {"a": [f"q{i}" for i in range(200)], "b": [f"q{i}" for i in range(0, 200, 12)]}
     save(gate, rows({("2026-11-05", "shop", v): 50 for v in ids},
                     {("2026-11-05", "shop", v, q): 1 for v, found in ids.items() for q in found}))
     crc = {q: zlib.crc32(q.encode()) for found in ids.values() for q in found}
-    cut = min(sorted(crc[q] for q in found)[19] for found in ids.values())
     queries = gate.stored(GROUP, "2026-11-05", "2026-11-05", "shop", ("a", "b"), max_queries=20)[1]
-    for v, found in ids.items():
-        kept = {q for (_, _, ver, q) in queries if ver == v}
-        assert kept == {q for q in found if crc[q] <= cut} and len(kept) <= 20
-    assert len({q for (_, _, ver, q) in queries if ver == "a"}) == 20 or \
-        len({q for (_, _, ver, q) in queries if ver == "b"}) == 20
-    assert len(gate.stored(GROUP, "2026-11-05", "2026-11-05", "shop", ("a", "b"), max_queries=100)[1]) == 100
+    kept = {v: {q for (_, _, ver, q) in queries if ver == v} for v in ids}
+    assert kept["a"] == set(sorted(ids["a"], key=crc.get)[:20]) and kept["b"] == set(ids["b"])
+    cut = max(crc[q] for q in kept["a"])
+    assert {q for q in kept["b"] if crc[q] <= cut} <= kept["a"]
+    assert len(gate.stored(GROUP, "2026-11-05", "2026-11-05", "shop", ("a", "b"), max_queries=300)[1]) == 217
+
+
+def test_the_query_cap_streams_the_ids_past_a_bounded_heap(gate):
+    # 30 000 distinct ids held at once take megabytes; the ids streamed past a heap of 10 per version
+    # take a fraction of that (the stream's buffer), whatever the window holds.
+    save(gate, rows({("2026-11-05", "shop", "a"): 1},
+                    {("2026-11-05", "shop", "a", f"query-{i:08d}"): 1 for i in range(30_000)}))
+    tracemalloc.start()
+    try:
+        queries = gate.query_rows(GROUP, "2026-11-05", "2026-11-05", "shop", ("a", "b"), max_queries=10)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(queries) == 10 and peak < 2_000_000
+
+
+def test_day_rows_past_the_retention_are_deleted_as_query_rows_are(gate):
+    save(gate, rows({("2026-11-03", "shop", "a"): 1, ("2026-11-04", "shop", "a"): 1, ("2026-11-06", "shop", "a"): 1},
+                    {("2026-11-03", "shop", "a", "q1"): 1}))
+    days, queries = gate.stored(GROUP, "2026-01-01", "2027-12-31")
+    assert sorted(day for day, _, _ in days) == ["2026-11-04", "2026-11-06"] and not queries
 
 
 def test_the_newest_day_is_of_the_app_and_not_after_until(gate):
-    save(gate, rows({("2026-11-03", "shop", "a"): 1, ("2026-11-05", "docs", "a"): 1,
+    save(gate, rows({("2026-11-04", "shop", "a"): 1, ("2026-11-05", "docs", "a"): 1,
                      ("2027-01-01", "shop", "a"): 1}, {}))
     assert gate.last_day(GROUP) == "2027-01-01"
-    assert gate.last_day(GROUP, "shop", until="2026-11-06") == "2026-11-03"
+    assert gate.last_day(GROUP, "shop", until="2026-11-06") == "2026-11-04"
     assert gate.last_day(GROUP, "docs") == "2026-11-05"
 
 
@@ -98,6 +120,25 @@ def test_one_apps_failure_leaves_the_others_judged_and_is_counted(gate):
     assert metrics["ragdrift_live_gate_last_evaluation_timestamp_seconds"].samples[0].value == NOON
 
 
+def test_an_app_whose_evaluation_fails_keeps_its_last_figures(gate):
+    save(gate, rows({(d, app, v): 40 for d in ("2026-11-04", "2026-11-05") for app in ("docs", "shop")
+                     for v in ("a", "b")}, {}))
+    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
+                          scheduler=new_scheduler())
+    watch.reload()
+    before = {j.app: j for j in watch.judged}
+    d = gate.days.c
+    with gate.store.engine.begin() as conn:
+        conn.execute(update(gate.days).where(d.app == "docs", d.version == "b")
+                     .values(counts=orjson.dumps({**empty_row(), "events": "forty"})))
+    watch.reload()
+    assert [j.app for j in watch.judged] == ["docs", "shop"] and watch.judged[0] is before["docs"]
+    assert watch.errors == 1
+    verdicts = [s for m in LiveGateCollector(watch).collect() if m.name == "ragdrift_live_gate_verdict"
+                for s in m.samples if s.value == 1]
+    assert {s.labels["app"] for s in verdicts} == {"docs", "shop"}
+
+
 def test_a_window_longer_than_the_retention_is_refused(tmp_path, capsys):
     url = f"sqlite:///{tmp_path}/w.db"
     write(url, held("equivalent"))
@@ -111,3 +152,10 @@ def test_a_window_longer_than_the_retention_is_refused(tmp_path, capsys):
 def test_a_configured_version_must_be_one_events_can_name(tmp_path, value):
     message = error(tmp_path, f"live_gate: {{stable: {value!r}, candidate: v2}}\n".replace("'", '"'))
     assert message.startswith("live_gate.stable: "), message
+
+
+def test_the_stable_version_is_the_first_seen_in_the_days_kept_after_the_window_moves(gate):
+    save(gate, rows({**{(d, "shop", "v1"): 40 for d in ("2026-11-04", "2026-11-05", "2026-11-06")},
+                     **{(d, "shop", "v2"): 400 for d in ("2026-11-05", "2026-11-06")}}, {}))
+    [found] = judge_apps(gate, GROUP, "2026-11-06", "2026-11-06", LiveThresholds(resamples=100), None)
+    assert (found.stable, found.candidate) == ("v1", "v2")

@@ -75,7 +75,12 @@ class LiveConfig:
 
     def sampled(self, query_id: str) -> bool:
         """Whether the query's rows are kept: by a hash of its id alone, the same for every version."""
-        return self.sample_rate >= 1.0 or zlib.crc32(query_id.encode()) < self.sample_rate * _SPACE
+        return self.sample_rate >= 1.0 or query_hash(query_id) < self.sample_rate * _SPACE
+
+
+def query_hash(query_id: str) -> int:
+    """The hash queries are kept by, here and where the compared queries are cut (CRC-32 of the id)."""
+    return zlib.crc32(query_id.encode())
 
 
 def empty_row(labels: bool = False) -> dict[str, Any]:

@@ -24,8 +24,10 @@ pairs, the paired bootstrap of the per-query differences; with fewer than
 version's queries (canary traffic splits queries between versions, and a few
 shared ones stand for a corner of it), the two versions' queries are compared
 unpaired, a two-sample bootstrap of the difference of means. The store hands
-over at most `max_queries` queries per version, the same lowest hashes of the
-query id for both (agent/io/store/live_gate.py). Judged metrics (precision at
+over at most `max_queries` queries per version, those with the lowest hashes
+of the query id, each version cut on its own (agent/io/store/live_gate.py):
+below the lower of the two cuts both versions hold every query, so the pairs
+and their share are those under that cut. Judged metrics (precision at
 the cutoff, nDCG, MRR of the judged items of each version) likewise; they
 gate only once each version has `min_queries` judged queries.
 
@@ -156,23 +158,34 @@ def versions_by_traffic(days: Mapping[DayKey, Mapping[str, Any]]) -> list[tuple[
     return sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def pair_of(days: Mapping[DayKey, Mapping[str, Any]]) -> tuple[str, str] | None:
+def pair_of(days: Mapping[DayKey, Mapping[str, Any]],
+            history: Mapping[DayKey, Mapping[str, Any]] | None = None) -> tuple[str, str] | None:
     """(stable, candidate) for an app without configured versions: the two named versions with most
-    events (`none` only beside a single named one; `other` never, it is many versions), the one
-    seen first in the window stable (ties: the one with more events), so a canary ramped past
-    half the traffic keeps its role; None with fewer than two."""
+    events in `days` (`none` only beside a single named one; `other` never, it is many versions),
+    the one seen first stable (ties: the one with more events), so a canary ramped past half the
+    traffic keeps its role; None with fewer than two. The first day is looked up in `history` (the
+    day rows kept, a longer span than the window; default `days`), so the roles hold after the
+    canary's first day has left the window."""
     totals = dict(versions_by_traffic(days))
-    first: dict[str, str] = {}
-    for (day, _, version), row in days.items():
-        if int(row["events"]) and (version not in first or day < first[version]):
-            first[version] = day
-    named = [v for v in totals if v not in (OTHER, NO_VERSION) and v in first]
-    if len(named) == 1 and NO_VERSION in first:
+    served = _first_days(days)
+    seen = _first_days(history) if history else {}
+    first = {v: min(day, seen.get(v, day)) for v, day in served.items()}
+    named = [v for v in totals if v not in (OTHER, NO_VERSION) and v in served]
+    if len(named) == 1 and NO_VERSION in served:
         named.append(NO_VERSION)
     if len(named) < 2:
         return None
     two = sorted(named[:2], key=lambda v: (first[v], -totals[v], v))
     return two[0], two[1]
+
+
+def _first_days(days: Mapping[DayKey, Mapping[str, Any]]) -> dict[str, str]:
+    """Each version's first day with events in the rows."""
+    first: dict[str, str] = {}
+    for (day, _, version), row in days.items():
+        if int(row["events"]) and (version not in first or day < first[version]):
+            first[version] = day
+    return first
 
 
 def live_compare(stored: Stored, stable: str, candidate: str, gate: LiveThresholds = LiveThresholds(),
@@ -219,7 +232,9 @@ def live_compare(stored: Stored, stable: str, candidate: str, gate: LiveThreshol
 
 def _paired(shared: int, a: int, b: int, gate: LiveThresholds) -> bool:
     """Whether queries both versions served are compared in pairs: enough of them, and a large enough
-    share of each version's, else the pairs would stand for a corner of the traffic."""
+    share of each version's, else the pairs would stand for a corner of the traffic. With each version
+    cut on its own by the store, the share is that under the lower cut: the version cut there holds
+    the larger count, all of it below the cut, and every pair is below it."""
     return shared >= gate.min_queries and shared >= gate.min_paired_share * max(a, b)
 
 

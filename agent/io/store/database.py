@@ -236,6 +236,15 @@ class Store:
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read {self.engine_url()}: {self.describe(exc)}") from exc
 
+    def scan(self, query, take: Callable[[Iterable[Any]], Any]) -> Any:
+        """What `take` makes of a query's rows as they stream (a server-side cursor on PostgreSQL), so a
+        large result is never held whole; `StoreError` as `read`."""
+        try:
+            with self.engine.connect() as conn:
+                return take(conn.execution_options(yield_per=1000).execute(query))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read {self.engine_url()}: {self.describe(exc)}") from exc
+
     def engine_url(self) -> str:
         """The URL with its credentials masked, for messages and logs."""
         return redact_url(self.url)

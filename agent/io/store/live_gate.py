@@ -8,23 +8,25 @@ checkpoint adds each partition's rows to the stored ones in the transaction
 that moves the offsets past the events, as the drift days do
 (agent/io/store/drift.py): the missing rows inserted empty, the touched rows
 read (FOR UPDATE on PostgreSQL, in key order, so replicas wait rather than
-deadlock), the sums written back. Query rows older than `retention_days`
-before the newest day written, or before today by the clock if that is
-earlier, are deleted in the same transaction: a day written ahead of the
-clock moves no cutoff.
+deadlock), the sums written back. Day and query rows older than
+`retention_days` before the newest day written, or before today by the clock
+if that is earlier, are deleted in the same transaction: a day written ahead
+of the clock moves no cutoff.
 
-A read can cap the compared queries before their rows are loaded: it reads
-the window's distinct query ids alone, keeps the `max_queries` with the
-lowest CRC-32 of the id (the hash the sampler keeps queries by) of each
-version, cut at the same hash for both versions so they keep the same
-queries, and loads the rows of those ids only. The hash is computed here
-rather than stored, so the tables keep their columns.
+A read can cap the compared queries before their rows are loaded: it streams
+the window's distinct query ids alone past a heap per version that keeps the
+`max_queries` with the lowest CRC-32 of the id (`query_hash`, the hash the
+sampler keeps queries by), and loads the rows of those ids only. Each version
+has its own cut, so a canary with a few queries keeps them all; below the
+lower of the two cuts both versions keep every query, so the pairs there are
+consistent (the verdict judges pairing under that cut). The hash is computed
+here rather than stored, so the tables keep their columns.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -33,7 +35,7 @@ import orjson
 from sqlalchemy import Column, LargeBinary, MetaData, String, Table, bindparam, delete, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from agent.core.compare.live import DayKey, HeldRows, QueryKey, add_row, empty_row
+from agent.core.compare.live import DayKey, HeldRows, QueryKey, add_row, empty_row, query_hash
 
 _DAYS = "ragdrift_live_days"
 _QUERIES = "ragdrift_live_queries"
@@ -93,8 +95,9 @@ class LiveGateStore:
             if days:
                 newest = min(date.fromisoformat(max(day for day, _, _ in days)), today(self.clock()))
                 oldest = (newest - timedelta(days=self.retention_days)).isoformat()
-                q = self.queries.c
-                conn.execute(delete(self.queries).where(q.group_id == group_id, q.day < oldest))
+                for table in (self.queries, self.days):
+                    c = table.c
+                    conn.execute(delete(table).where(c.group_id == group_id, c.day < oldest))
 
         return write
 
@@ -128,7 +131,7 @@ class LiveGateStore:
                ) -> tuple[dict[DayKey, dict[str, Any]], dict[QueryKey, dict[str, Any]]]:
         """The day rows and query rows from `first` to `last` (ISO days, inclusive), of one app or all;
         with `versions` only their query rows, with `max_queries` those of at most that many queries
-        of each (the lowest hashes, one cut for all)."""
+        of each (the lowest hashes, each version its own cut)."""
         return self.day_rows(group_id, first, last, app), self.query_rows(group_id, first, last, app, versions,
                                                                           max_queries)
 
@@ -147,7 +150,8 @@ class LiveGateStore:
             kept = sorted(self._capped(where, max_queries))
             rows = []
             for i in range(0, len(kept), _CHUNK):
-                rows += self.store.read(select(*columns).where(*where, tuple_(q.app, q.query_id).in_(kept[i:i + _CHUNK])))
+                rows += self.store.read(select(*columns).where(
+                    *where, tuple_(q.version, q.app, q.query_id).in_(kept[i:i + _CHUNK])))
         return {(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows}
 
     def day_rows(self, group_id: str, first: str, last: str, app: str | None = None) -> dict[DayKey, dict[str, Any]]:
@@ -158,16 +162,26 @@ class LiveGateStore:
     def _where(self, c, group_id: str, first: str, last: str, app: str | None) -> list:
         return [c.group_id == group_id, c.day >= first, c.day <= last, *([c.app == app] if app is not None else [])]
 
-    def _capped(self, where: list, max_queries: int) -> set[tuple[str, str]]:
-        """The (app, query id) pairs kept: those hashing no higher than the smallest over the versions
-        of the hash of each one's `max_queries`-th query (ids alone are read, not rows)."""
+    def _capped(self, where: list, max_queries: int) -> set[tuple[str, str, str]]:
+        """The (version, app, query id) kept: each version's `max_queries` with the lowest hashes, its own
+        cut, so a small canary keeps its queries beside a large stable version. The distinct ids stream
+        past a heap per version, so memory follows the cap, not the window's queries."""
         q = self.queries.c
-        ranked: dict[str, list[tuple[int, str, str]]] = {}
-        for r in self.store.read(select(q.version, q.app, q.query_id).where(*where).distinct()):
-            ranked.setdefault(r.version, []).append((zlib.crc32(r.query_id.encode()), r.app, r.query_id))
-        cut = min((sorted(found)[max_queries - 1][0] for found in ranked.values() if len(found) > max_queries),
-                  default=None)
-        return {(a, query) for found in ranked.values() for h, a, query in found if cut is None or h <= cut}
+
+        def lowest(rows: Iterable[Any]) -> set[tuple[str, str, str]]:
+            heaps: dict[str, list[tuple[int, str, str]]] = {}  # per version, the kept ids, highest hash first
+            for r in rows:
+                heap = heaps.setdefault(r.version, [])
+                item = (-query_hash(r.query_id), r.app, r.query_id)
+                if len(heap) < max_queries:
+                    heapq.heappush(heap, item)
+                elif item > heap[0]:
+                    heapq.heapreplace(heap, item)
+            return {(v, a, query) for v, heap in heaps.items() for _, a, query in heap}
+
+        found: set[tuple[str, str, str]] = self.store.scan(select(q.version, q.app, q.query_id).where(*where).distinct(),
+                                                      lowest)
+        return found
 
     def last_day(self, group_id: str, app: str | None = None, until: str | None = None) -> str | None:
         """The newest day with rows (of one app or all), not after `until`."""
