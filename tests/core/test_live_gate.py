@@ -304,6 +304,16 @@ def test_automatic_pairing_keeps_the_earlier_version_stable_past_half_the_traffi
     assert pair_of(days_of(other=(DAYS[0], 800), v1=(DAYS[1], 40))) is None
 
 
+def test_the_first_day_is_looked_up_in_the_days_kept_not_only_the_window():
+    # v1 launched on DAYS[0], v2 on DAYS[1], both before the window (DAYS[2]); v2 has more traffic.
+    history = days_of(v1=(DAYS[0], 40), v2=(DAYS[0], 400))
+    history = {k: v for k, v in history.items() if k[0] > DAYS[0] or k[2] == "v1"}
+    window = {k: v for k, v in history.items() if k[0] > DAYS[1]}
+    assert pair_of(window) == ("v2", "v1")  # the window alone: a tie broken by traffic
+    assert pair_of(window, history) == ("v1", "v2")
+    assert pair_of(window, {}) == ("v2", "v1")
+
+
 def test_judged_items_without_a_version_count_as_none():
     key = {"pipeline_version": None, "app": "shop", "query_id": "q1", "cutoff_k": 1, "ts": 1793613600.0}
     chunk = JudgedChunk("x", "c1", "p1", "wiki", 1, 0.9, {"j": 2}, frozenset(), frozenset())

@@ -19,8 +19,9 @@ exports nothing; with them every app with rows exports its verdict (`not
 enough data` while a version has no events).
 
 An app whose evaluation fails (a store error, a bad row) is logged with the
-error's class and counted (`ragdrift_live_gate_evaluation_errors_total`),
-and the other apps are still judged; a reload that fails as a whole keeps
+error's class and counted (`ragdrift_live_gate_evaluation_errors_total`,
+RagdriftLiveGateErrors), keeps its last figures (a failing evaluation must
+not resolve a firing canary alert), and the other apps are still judged; a reload that fails as a whole keeps
 the last figures, and `ragdrift_live_gate_last_evaluation_timestamp_seconds`
 stops moving (RagdriftLiveGateStale, against `ragdrift_live_gate_refresh_seconds`).
 """
@@ -32,7 +33,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import date, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -101,13 +102,15 @@ def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate:
     """Each app's comparison over the stored rows from `first` to `last` (reads the store and the
     judged batches' files). An app whose evaluation raises is handed to `failed` and left out;
     without `failed` the error propagates."""
-    days = store.day_rows(group_id, first, last)
+    kept = (date.fromisoformat(last) - timedelta(days=store.retention_days)).isoformat()
+    history = store.day_rows(group_id, min(kept, first), last)  # the first day each version served
+    days = {k: v for k, v in history.items() if k[0] >= first}
     judged_rows, _ = judged_in_window(store.store, group_id, first, last)
     out = []
     for app in sorted({key[1] for key in days}):
         try:
             app_days = {k: v for k, v in days.items() if k[1] == app}
-            pair = versions or pair_of(app_days)
+            pair = versions or pair_of(app_days, {k: v for k, v in history.items() if k[1] == app})
             if pair is None:
                 continue
             stable, candidate = pair
@@ -140,13 +143,18 @@ class LiveGateWatch(Periodic):
     def reload(self) -> None:
         now = self.clock()
         first, last = window_of(now, self.window_days)
-        self.judged = tuple(judge_apps(self.store, self.group_id, first, last, self.gate, self.versions,
-                                       partial_from=last, failed=self._failed))
-        self.evaluated_at = now
+        failing: set[str] = set()
 
-    def _failed(self, app: str, exc: Exception) -> None:
-        self.errors += 1
-        log.error("live gate evaluation of app %r failed: %s", app, exc.__class__.__name__)
+        def failed(app: str, exc: Exception) -> None:
+            failing.add(app)
+            self.errors += 1
+            log.error("live gate evaluation of app %r failed: %s", app, exc.__class__.__name__)
+
+        fresh = judge_apps(self.store, self.group_id, first, last, self.gate, self.versions,
+                           partial_from=last, failed=failed)
+        kept = [found for found in self.judged if found.app in failing]  # a failure resolves no alert
+        self.judged = tuple(sorted([*fresh, *kept], key=lambda found: found.app))
+        self.evaluated_at = now
 
 
 class LiveGateCollector:
