@@ -44,6 +44,7 @@ ALERTS = {
     "RagdriftCanaryRegression": "ticket",
     "RagdriftCanaryUnauthorized": "page",
     "RagdriftLiveGateStale": "ticket",
+    "RagdriftLiveGateErrors": "ticket",
     "RagdriftWatchdog": "none",
 }
 
