@@ -61,16 +61,16 @@ def run_live(args: argparse.Namespace) -> int:
                 raise UsageError(f"--from {first} is after the newest stored day {last}")
         if first is None:
             first = (date.fromisoformat(last) - timedelta(days=section.window_days - 1)).isoformat()
+        span = (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
+        if span > section.retention_days:
+            raise UsageError(f"--from {first} to {last} is {span} days, longer than live_gate.retention_days "
+                             f"{section.retention_days}: the query rows before that are deleted")
         newest = rows.last_day(group, until=now)  # the day the store's retention counts back from
         oldest = newest and (date.fromisoformat(newest) - timedelta(days=section.retention_days)).isoformat()
         if oldest and first < oldest:
             raise UsageError(f"--from {first} is before {oldest}, live_gate.retention_days "
                              f"{section.retention_days} before the newest stored day: the rows before that "
                              "are deleted")
-        span = (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
-        if span > section.retention_days:
-            raise UsageError(f"--from {first} to {last} is {span} days, longer than live_gate.retention_days "
-                             f"{section.retention_days}: the query rows before that are deleted")
         days, queries = rows.stored(group, first, last, args.app, (stable, candidate), gate.max_queries)
     seen = versions_by_traffic(days)
     totals = dict(seen)

@@ -4,7 +4,7 @@ Every `live_gate.refresh_seconds` (and once at start) a background job reads
 the stored day rows of the last `window_days` UTC days (today included, as
 checkpointed) and, per app, compares the configured versions (or the pair
 `pair_of` picks: the app's two named versions with most traffic, the one
-seen first stable) with `live_compare`, the function `ragdrift compare
+seen first in the day rows kept, `retention_days`, stable) with `live_compare`, the function `ragdrift compare
 --live` calls, over the same rows and the same judged items
 (`judged_in_window`). Each app's query rows are read on their own, only
 those of at most `max_queries` queries per version (chosen from the query
