@@ -68,8 +68,8 @@ def raw_confluent_kafka(bootstrap: str, topic: str, count: int, group: str) -> M
     return clock.rate, None
 
 
-def agent(bootstrap: str, topic: str, count: int, group: str) -> Measured:
-    """The agent as deployed; its totals as its /metrics exposes them."""
+def agent(bootstrap: str, topic: str, count: int, group: str, library: str = "kafka-python") -> Measured:
+    """The agent as deployed, on the Kafka client `library`; its totals as its /metrics exposes them."""
     from urllib.request import urlopen
 
     from common import agent as build
@@ -77,7 +77,7 @@ def agent(bootstrap: str, topic: str, count: int, group: str) -> Measured:
     from prometheus_client.parser import text_string_to_metric_families
 
     with tempfile.TemporaryDirectory() as workdir:
-        running = build(bootstrap, topic, group, workdir)
+        running = build(bootstrap, topic, group, workdir, library)
         try:
             rate = consume(running, count)
             with urlopen(f"http://127.0.0.1:{running.server.port}/metrics") as response:
@@ -259,8 +259,14 @@ def _merged(window_totals) -> dict:
     return totals
 
 
-TOOLS = {"kafka-python": raw_kafka_python, "confluent-kafka": raw_confluent_kafka, "agent": agent, "by-hand": by_hand,
-         "quix-streams": quix_streams, "bytewax": bytewax, "whylogs": whylogs}
+def agent_on_librdkafka(bootstrap: str, topic: str, count: int, group: str) -> Measured:
+    """The agent with `kafka.library: confluent-kafka`."""
+    return agent(bootstrap, topic, count, group, "confluent-kafka")
+
+
+TOOLS = {"kafka-python": raw_kafka_python, "confluent-kafka": raw_confluent_kafka, "agent": agent,
+         "agent-confluent": agent_on_librdkafka, "by-hand": by_hand, "quix-streams": quix_streams, "bytewax": bytewax,
+         "whylogs": whylogs}
 
 if __name__ == "__main__":
     tool, bootstrap, topic, count, group = sys.argv[1:]

@@ -35,10 +35,12 @@ RUNS = Path(__file__).with_name("peer_runs.py")
 # whylogs needs numpy < 2, the agent numpy 2: its own environment (`make bench-whylogs`).
 WHYLOGS_VENV = os.environ.get("RAGDRIFT_BENCH_WHYLOGS", Path.home() / ".cache/ragdrift/bench-whylogs")
 WHYLOGS_PYTHON = Path(WHYLOGS_VENV) / "bin/python"
+PEERS = ("by-hand", "quix-streams", "bytewax", "whylogs")  # what a team would build instead of the agent
 SHOWN = {  # each tool's name in the table, and what it computes
     "kafka-python": ("raw kafka-python, poll and discard", "nothing"),
     "confluent-kafka": ("raw confluent-kafka, poll and discard", "nothing"),
     "agent": ("ragdrift agent", "everything, with validation, dead letters, exactly-once"),
+    "agent-confluent": ("ragdrift agent, kafka.library: confluent-kafka", "everything, with validation, dead letters, exactly-once"),
     "by-hand": ("kafka-python + json + prometheus-client, by hand", "the 7 families, no windows, no validation"),
     "quix-streams": ("Quix Streams, 5-minute tumbling windows", "the 7 families"),
     "bytewax": ("Bytewax (its Kafka connector), 5-minute tumbling windows", "the 7 families"),
@@ -112,6 +114,12 @@ def main() -> None:
             print(f"| {name} | {best[tool]:,.0f} | {ratio} | {computes} |")
         else:
             print(f"| {name} | - | - | cannot run here: {errors[tool]} |")
+    peers = {tool: rate for tool, rate in best.items() if tool in PEERS}
+    if peers:
+        fastest = max(peers, key=peers.__getitem__)
+        for tool in ("agent", "agent-confluent"):
+            if tool in best:
+                print(f"\n{SHOWN[tool][0]} / the fastest peer ({SHOWN[fastest][0]}): {best[tool] / peers[fastest]:.2f}")
     if expected is not None and not mismatches:
         print("\nevery peer's family totals equal the agent's")
     for mismatch in mismatches:
