@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 import msgspec
 
 from agent.core.facts import Facts
+from agent.core.pipelines import version_of
 from agent.core.sampling.priority import iso_week, uniform
 from agent.core.sampling.risk import UNKNOWN, Risk
 
@@ -130,7 +131,7 @@ def candidate(facts: Facts, stratum: str, w: float, week: str, u: float, signals
         query_type=query.type or UNKNOWN,
         language=query.language.lower() if query.language else UNKNOWN,
         cutoff_k=event.cutoff_k,
-        pipeline_version=event.pipeline.version if event.pipeline is not None else None,
+        pipeline_version=version_of(event),
         results=tuple(results),
         w=w,
         u=u,
