@@ -191,9 +191,12 @@ def bytewax(bootstrap: str, topic: str, count: int, group: str) -> Measured:
         clock.tick()
         return observed
 
+    def app_of(message):  # the source raises on errors (its default), so every item is a message with a key
+        return message.key.decode()
+
     flow = Dataflow("peers")
     records = op.input("kafka", flow, KafkaSource([bootstrap], [topic], tail=False, add_config={"group.id": group}))
-    keyed = op.key_on("app", records, lambda message: message.key.decode())
+    keyed = op.key_on("app", records, app_of)
     observed = op.map_value("observe", keyed, observe)
     windows = fold_window("windows", observed,
                           EventClock(lambda item: datetime.fromtimestamp(item[0] / 1000, UTC), LATENESS),
