@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +15,13 @@ from agent.demo.process import wait_until
 from agent.io.kafka.options import KAFKA_PYTHON
 from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.service import Running, build
+
+
+def interpreter() -> str:
+    """The Python a run measured, which moves every rate: one build of the same
+    CPython release ran the agent 1.3 times as fast as another (docs/operations.md,
+    Capacity)."""
+    return f"{platform.python_implementation()} {platform.python_version()} ({os.path.realpath(sys.executable)})"
 
 
 def fill(bootstrap: str, lines: list[bytes], topic: str, keys: list[bytes] | None = None,

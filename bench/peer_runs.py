@@ -2,7 +2,8 @@
 
 `python peer_runs.py TOOL BOOTSTRAP TOPIC COUNT GROUP` reads COUNT records
 with TOOL and prints one JSON line: its rate from the first record received
-to the last processed, and its totals of the families in families.py (none
+to the last processed (records that arrived before the clock started, a raw
+consumer's first poll, not counted), and its totals of the families in families.py (none
 for the raw consumers, which compute nothing). Each tool's library is
 imported in its own function: the whylogs run has an environment of its own.
 """
@@ -25,16 +26,18 @@ Measured = tuple[float, dict[str, Any] | None]  # events/s, and the families' to
 
 
 class Clock:
-    """Marks the first record and the `count`-th; `tick` returns True at the `count`-th."""
+    """Marks the first tick and the one that reaches `count` records; `tick(n)` follows n records handled,
+    and returns True at that one. The rate counts the records handled after the first mark, since those
+    the first tick reports (a whole poll, for a raw consumer) came in before the clock started."""
 
     def __init__(self, count: int):
-        self.count, self.seen = count, 0
+        self.count, self.seen, self.untimed = count, 0, 0
         self.first: float | None = None
         self.last: float | None = None
 
     def tick(self, n: int = 1) -> bool:
         if self.first is None:
-            self.first = time.perf_counter()
+            self.first, self.untimed = time.perf_counter(), n
         self.seen += n
         if self.seen >= self.count and self.last is None:
             self.last = time.perf_counter()
@@ -44,7 +47,7 @@ class Clock:
     @property
     def rate(self) -> float:
         assert self.first is not None and self.last is not None, "read once `tick` returned True"
-        return self.count / (self.last - self.first)
+        return (self.seen - self.untimed) / (self.last - self.first)
 
 
 def raw_kafka_python(bootstrap: str, topic: str, count: int, group: str) -> Measured:

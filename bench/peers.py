@@ -4,7 +4,8 @@ One tansu broker, one topic of generated events with every incident kind,
 keyed by app and stamped with the event time (what the windowed peers
 window on). Each tool reads the whole topic in a process of its own, in a
 new consumer group, for `--rounds` rounds taken in turn, and keeps its best
-rate (counted from the first record received to the last processed): the
+rate (counted from the first record received to the last processed; a raw
+consumer's first poll, received before its clock started, is not counted): the
 raw consumers compute nothing; the others compute the seven families of
 families.py, the agent all of its own. Rates are ratios against raw
 kafka-python in the same run. After each run, a peer's family totals must
@@ -23,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 import orjson
-from common import fill  # bench/ is the script's directory
+from common import fill, interpreter  # bench/ is the script's directory
 from families import DESCRIPTION, differences
 from peer_runs import TOOLS
 
@@ -104,7 +105,7 @@ def main() -> None:
     baseline = best.get("kafka-python")
     print(f"{args.events:,} generated events with every incident kind on tansu, "
           f"{sum(map(len, lines)) // len(lines):,} bytes each on average, best of {args.rounds} rounds, "
-          f"each tool in its own process; the 7 families: {DESCRIPTION}")
+          f"each tool in its own process on {interpreter()}; the 7 families: {DESCRIPTION}")
     print()
     print("| tool | events/s | / raw kafka-python | what it computes |")
     print("| --- | ---: | ---: | --- |")
