@@ -18,9 +18,8 @@ from agent.service import Running, build
 
 
 def interpreter() -> str:
-    """The Python a run measured, which moves every rate: one build of the same
-    CPython release ran the agent 1.3 times as fast as another (docs/operations.md,
-    Capacity)."""
+    """The Python a run measured: builds of one CPython release differ in their
+    optimizations (pyenv's default build has none of the image's), so a figure names its build."""
     return f"{platform.python_implementation()} {platform.python_version()} ({os.path.realpath(sys.executable)})"
 
 
