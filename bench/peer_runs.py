@@ -2,9 +2,9 @@
 
 `python peer_runs.py TOOL BOOTSTRAP TOPIC COUNT GROUP` reads COUNT records
 with TOOL and prints one JSON line: its rate from the first record received
-to the last processed (records that arrived before the clock started, a raw
-consumer's first poll, not counted), and its totals of the families in families.py (none
-for the raw consumers, which compute nothing). Each tool's library is
+to the last processed (not counting what arrived before the clock started: a
+raw consumer's first poll), and its totals of the families in families.py
+(none for the raw consumers, which compute nothing). Each tool's library is
 imported in its own function: the whylogs run has an environment of its own.
 """
 

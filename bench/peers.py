@@ -105,7 +105,7 @@ def main() -> None:
     baseline = best.get("kafka-python")
     print(f"{args.events:,} generated events with every incident kind on tansu, "
           f"{sum(map(len, lines)) // len(lines):,} bytes each on average, best of {args.rounds} rounds, "
-          f"each tool in its own process on {interpreter()}; the 7 families: {DESCRIPTION}")
+          f"each tool in its own process on {interpreter()} (whylogs in its own environment); the 7 families: {DESCRIPTION}")
     print()
     print("| tool | events/s | / raw kafka-python | what it computes |")
     print("| --- | ---: | ---: | --- |")

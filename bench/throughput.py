@@ -5,10 +5,11 @@ run, a plain kafka-python consumer reads the topic (the baseline), and the
 agent consumes it in its own consumer group with checkpoints and exposition
 on (`--library confluent-kafka`: the agent on librdkafka; the baseline stays
 raw kafka-python). Each rate counts from the first record received to the last, so the
-group join is not measured (nor the raw consumer's first poll, received before its clock started). The two take turns for `--rounds` rounds, each
-in a new consumer group (the agent with a new store), and each keeps its best
-rate: both get their chance at the shared machine's quieter spells, which one
-run of each, one after the other, does not give. Target: agent >= 0.35 of raw
+group join is not measured (nor the raw consumer's first poll, received before its
+clock started). The two take turns for `--rounds` rounds, each in a new consumer
+group (the agent with a new store), and each keeps its best rate: both get their
+chance at the shared machine's quieter spells, which one run of each, one after
+the other, does not give. Target: agent >= 0.35 of raw
 consumption.
 
 It also prints where the agent's consumer thread spent its CPU time per event
