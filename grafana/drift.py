@@ -5,7 +5,10 @@ the alarms, the values each window holds, and the baseline in use. The drift
 families of `today` and `yesterday` are the store's figures, evaluated every
 minute by each replica (agent/io/background/drift.py), so every replica exports
 the same value; `5m` and `1h` are each replica's own traffic: `max`, never
-`sum`. Statistics are shown as a share of their threshold (1 is the
+`sum`. With the agent's families split by pipeline version
+(`windows.by_pipeline_version`) every series keeps its `pipeline_version`,
+so a canary's drift is not hidden behind its stable version's (without the
+split the label is empty). Statistics are shown as a share of their threshold (1 is the
 threshold, above is an alarm; for the chi-square p-value, which alarms
 below, the threshold divided by the p-value), so statistics of different
 scales share one axis. The thresholds are the baseline's own (docs/drift.md),
@@ -18,7 +21,7 @@ from grafana.kit import APP, Board, Q
 from grafana.thresholds import Rules
 
 UID = "ragdrift-drift"
-BY = "max by (app, feature, stat, window)"
+BY = "max by (app, pipeline_version, feature, stat, window)"
 GROUPS = (  # the alert groups' features (rules group ragdrift-drift), then the rest
     ("Scores", 'feature=~"top1_score|mean_admitted_score|score_gap"', "RagdriftScoreDrift"),
     ("Content age", 'feature="content_age_days"', "RagdriftContentAgeDrift"),
@@ -62,11 +65,13 @@ def build(rules: Rules):
         what = f"The {alert} alert fires on one held above 1 for 30 minutes." if alert else "No alert reads these."
         panels.append(b.timeseries(
             f"{title}: statistic / threshold", f"Each drift statistic of {title.lower()} as a share of its threshold "
-            "(1 = the threshold; chi2_p: the threshold over the p-value), per app, feature, statistic and window. "
-            + what, "none", [Q(ratio(selector), "{{app}} {{feature}} {{stat}} {{window}}")]))
+            "(1 = the threshold; chi2_p: the threshold over the p-value), per app (and pipeline version, when split), "
+            "feature, statistic and window. " + what, "none",
+            [Q(ratio(selector), "{{app}} {{pipeline_version}} {{feature}} {{stat}} {{window}}")]))
     panels.append(b.timeseries(
-        "Values judged", "Values each window's statistics were computed on, per app and feature (events, or "
-        "admitted results for per-result features); below 32 a window is not judged.", "none",
-        [Q(f"max by (app, feature, window) (ragdrift_drift_window_values{{{APP}}})", "{{app}} {{feature}} {{window}}")]))
+        "Values judged", "Values each window's statistics were computed on, per app (and pipeline version, when "
+        "split) and feature (events, or admitted results for per-result features); below 32 a window is not judged.",
+        "none", [Q(f"max by (app, pipeline_version, feature, window) (ragdrift_drift_window_values{{{APP}}})",
+                   "{{app}} {{pipeline_version}} {{feature}} {{window}}")]))
     b.row("Statistics against their thresholds", *panels)
     return b.build()
