@@ -27,7 +27,6 @@ from agent.core.sampling import (
     Candidate,
     Changes,
     RiskConfig,
-    RiskReference,
     RowKey,
     Sampler,
     Selection,
@@ -49,7 +48,6 @@ class JudgingConfig:
     risk: RiskConfig = field(default_factory=RiskConfig)
     budgets: Budgets = field(default_factory=Budgets)
     salt: str = ""  # the same on every replica, and secret: it fixes which events are sampled
-    reference: RiskReference | None = None  # from the active baseline
 
     def partition(self, kept: Iterable[Candidate] = ()) -> JudgmentIntake:
         return JudgmentIntake(self, kept)
@@ -138,7 +136,9 @@ class JudgmentIntake(KeptAsRows):
         open_uniform = sampler.may_keep(week, UNIFORM, (1.0 / u, event_id))
         if not open_uniform and not sampler.may_keep(week, stratum, (config.risk.max_weight / u, event_id)):
             return
-        risk = assess(facts, ctx.new_terms if ctx.baseline is not None else 0, config.risk, config.reference)
+        baseline = ctx.baseline  # the active baseline: its vocabulary's new terms, its risk reference
+        risk = (assess(facts, 0, config.risk) if baseline is None
+                else assess(facts, ctx.new_terms, config.risk, baseline.reference, ctx.app))
         if sampler.may_keep(week, stratum, (risk.weight / u, event_id)):
             sampler.offer(candidate(facts, stratum, risk.weight, week, u, risk.signals))
         if open_uniform:

@@ -30,6 +30,7 @@ from agent.core.feature import Configuration, Context, Feature
 from agent.core.labels import LabelSet
 from agent.core.metrics import MetricFamilies, metric_families
 from agent.core.model import Event
+from agent.core.sampling.risk import RiskReference
 from agent.core.tally import Tally, total
 from agent.core.vocabulary import Vocabulary
 from agent.core.windows import Windows
@@ -44,10 +45,12 @@ class StateError(ValueError):
 
 @dataclass(frozen=True)
 class SharedVocabulary:
-    """A frozen baseline's vocabulary, shared by every partition (and replica)."""
+    """A frozen baseline's vocabulary, shared by every partition (and replica), with what the
+    judgment queue's risk signals read from the same baseline (`reference_from`)."""
 
     version: str
     vocabulary: Vocabulary
+    reference: RiskReference | None = None
 
 
 class PartitionState:

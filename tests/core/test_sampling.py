@@ -12,6 +12,9 @@ import pytest
 from hypothesis import given
 
 from agent.core.decoder import decode
+from agent.core.drift import Bins, Categories, Grid, ThresholdCalibration
+from agent.core.drift.baseline import AppBaseline, Baseline, FeatureReference
+from agent.core.drift.features import QUERY_TYPE, SCORE_GAP, TOP1_SCORE
 from agent.core.facts import facts_of
 from agent.core.sampling import (
     CORRECTION,
@@ -37,6 +40,7 @@ from agent.core.sampling import (
     week_bounds,
 )  # fmt: skip
 from agent.core.sampling.priority import _unit
+from agent.core.sampling.risk import reference_from
 from tests.core.test_properties import FAST, events
 
 CONFIG = RiskConfig()
@@ -134,6 +138,36 @@ def test_rare_slice_needs_a_reference_mix():
     assert risk(facts(GOOD), reference=ref) == ((), 1.0)  # missing type is "unknown", share 0.07
     assert risk(facts(GOOD, qtype="multi_hop")) == ((), 1.0)  # no reference
     assert risk(facts(GOOD, qtype="multi_hop"), reference=RiskReference()) == ((), 1.0)  # empty mix
+
+
+def test_a_baseline_gives_each_app_its_low_score_thresholds_and_the_query_type_mix():
+    grid = Grid(0.0, 1.0, 10)  # fine cell i in 1..10 covers [(i - 1) / 10, i / 10)
+    bins = Bins(grid, (0, 4, 8), (0.15, 0.5, 0.85))  # coarse bins: below 0.3, [0.3, 0.7), from 0.7
+    types = Categories(("lexical", "multi_hop"))  # then `other`
+
+    def app(top1: tuple[int, ...], gap: tuple[int, ...] | None, mix: tuple[int, ...]) -> AppBaseline:
+        numeric = {TOP1_SCORE: FeatureReference(bins, top1, {})}
+        if gap is not None:
+            numeric[SCORE_GAP] = FeatureReference(bins, gap, {})
+        return AppBaseline(numeric, {QUERY_TYPE: FeatureReference(types, mix, {})})
+
+    apps = {
+        "hr": app((5, 40, 55), (10, 30, 60), (80, 15, 5)),  # 10 % of 100 lies in the middle bin; the first
+        "legal": app((0, 5, 95), None, (50, 0, 50)),  # 10 % lies in the last bin, which has no upper edge
+    }
+    baseline = Baseline("b", "0" * 16, ("2026-11-30",), 3, 2, ThresholdCalibration(), apps)
+    ref = reference_from(baseline)
+    assert ref.top1_low == pytest.approx({"hr": 0.7})  # legal keeps the configured threshold (grid edges: linspace)
+    assert ref.gap_small == pytest.approx({"hr": 0.3})  # reached exactly at the first bin's edge
+    assert ref.query_type_share == {"lexical": 130 / 200, "multi_hop": 15 / 200}  # `other` counts, has no share
+    # the signals read it per app: 0.65 is below hr's 0.7, and multi_hop is rare (7.5 % > 5 % is not)
+    hr = facts([res(1, 0.65), res(2, 0.1)], app="hr", qtype="multi_hop")
+    assert risk(hr, reference=ref) == ((LOW_TOP1,), 2.0)  # looked up under the event's app by default
+    assert assess(hr, 0, CONFIG, ref, "other").signals == ()  # an app the baseline lacks: the absolute 0.3
+    assert assess(hr, 0, CONFIG, ref, "hr").signals == (LOW_TOP1,)
+    assert assess(hr, 0, RiskConfig(rare_share=0.1), ref, "hr").signals == (LOW_TOP1, RARE_SLICE)
+    legal = facts([res(1, 0.65), res(2, 0.1)], app="legal", qtype="temporal")  # the absolute 0.3 stays
+    assert assess(legal, 0, CONFIG, ref, "legal").signals == (RARE_SLICE,)
 
 
 def test_weights_are_configuration():

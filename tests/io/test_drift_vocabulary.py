@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import orjson
 import pytest
 from kafka import TopicPartition
 
 from agent.core.config import CoreConfig
 from agent.core.drift import freeze
 from agent.core.drift.days import DriftConfig
+from agent.core.judging import JudgingConfig
+from agent.core.sampling import RARE_SLICE
+from agent.core.sampling.risk import reference_from
 from agent.core.state import PartitionState
 from agent.io.background.periodic import new_scheduler
 from agent.io.features import Wiring
@@ -66,3 +70,31 @@ def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(
                                         **ownership(drift)[1].restore_context(data))
     assert restored.baseline.version == baseline.version
     assert restored.baseline.vocabulary.to_dict() == baseline.queries.vocabulary.to_dict()
+
+
+def test_the_judgment_queue_judges_risk_against_the_active_baseline(drift):
+    """The baseline that tells new terms also sets the risk signals' thresholds and query-type mix,
+    and a restored partition judges against the same reference, found by its checkpoint's version."""
+    baseline = freeze(generated_days(7, 400), "risk")
+    drift.save_baseline(baseline)
+    parts, feature = ownership(drift)
+    state = parts._state(TP)
+    feature.use(baseline, [state])
+    reference = reference_from(baseline)
+    assert state.baseline.reference == reference and reference.top1_low and reference.query_type_share
+    # an event of a query type the baseline never saw is a rare slice; the same event without a baseline is not
+    line = next(iter(generate(1, seed=5, start=DAY0 + timedelta(days=8))))
+    doc = orjson.loads(line)
+    doc["query"]["type"] = "never_seen"
+    rare = orjson.dumps(doc)
+    judged = PartitionState(CoreConfig(), state.baseline, judging=JudgingConfig())
+    alone = PartitionState(CoreConfig(), judging=JudgingConfig())
+    for partition in (judged, alone):
+        partition.process(rare)
+    signals = {c.stratum: c.signals for c in judged.judging.take()[0].added}
+    assert signals and all(RARE_SLICE in s for s in signals.values())
+    assert all(RARE_SLICE not in c.signals for c in alone.judging.take()[0].added)
+    data = state.to_dict()
+    restored = PartitionState.from_dict(CoreConfig(), data, drift=DriftConfig(),
+                                        **ownership(drift)[1].restore_context(data))
+    assert restored.baseline.reference == reference

@@ -39,7 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from agent.core.drift.bins import OTHER, Bins
+from agent.core.drift.features import QUERY_TYPE, SCORE_GAP, TOP1_SCORE
 from agent.core.facts import Facts
+
+if TYPE_CHECKING:
+    from agent.core.drift.baseline import Baseline
 
 ZERO_RESULT = "zero_result"
 LOW_TOP1 = "low_top1"
@@ -139,6 +144,49 @@ class RiskReference:
                    dict(data.get("query_type_share", {})))
 
 
+LOW_QUANTILE = 0.1  # a baseline's low top-1 and small gap: its 10th percentiles
+
+
+def reference_from(baseline: Baseline) -> RiskReference:
+    """What a frozen baseline says of risk: per app (its bounded app label, every pipeline version
+    summed, as a baseline holds it) the upper edge of the coarse bin that holds its 10th percentile
+    of top-1 score and of the top-1/top-2 gap, and each query type's share of its events over every
+    app. With the default 10 coarse bins, cut at the baseline's own deciles, an edge is the 10th
+    percentile to within one fine cell. A percentile in the last bin, which has no upper edge,
+    leaves that app the configured threshold; a type folded into `other` has no share (0)."""
+    top1_low: dict[str, float] = {}
+    gap_small: dict[str, float] = {}
+    types: dict[str, int] = {}
+    events = 0
+    for app, reference in sorted(baseline.apps.items()):
+        for feature, thresholds in ((TOP1_SCORE, top1_low), (SCORE_GAP, gap_small)):
+            found = reference.numeric.get(feature)
+            edge = None if found is None else _low_edge(found.bins, found.counts)
+            if edge is not None:
+                thresholds[app] = edge
+        mix = reference.mixes.get(QUERY_TYPE)
+        if mix is not None:
+            for label, n in zip(mix.bins.labels, mix.counts, strict=True):
+                events += n
+                if label != OTHER:
+                    types[label] = types.get(label, 0) + n
+    shares = {t: n / events for t, n in sorted(types.items())} if events else {}
+    return RiskReference(top1_low, gap_small, shares)
+
+
+def _low_edge(bins: Bins, counts: tuple[int, ...]) -> float | None:
+    """The upper edge of the coarse bin holding the `LOW_QUANTILE` of the counts; None without one."""
+    total = sum(counts)
+    if total <= 0:
+        return None
+    cumulative = 0
+    for j, n in enumerate(counts[:-1]):  # the last bin ends at +inf
+        cumulative += n
+        if cumulative >= LOW_QUANTILE * total:
+            return float(bins.grid.edges[bins.starts[j + 1] - 1])
+    return None
+
+
 class Risk(msgspec.Struct, frozen=True, gc=False):
     """Built for nearly every event: a struct, which is cheaper to make than a frozen dataclass."""
 
@@ -146,12 +194,14 @@ class Risk(msgspec.Struct, frozen=True, gc=False):
     weight: float  # 1 + sum of their weights, so always >= 1
 
 
-def assess(facts: Facts, new_terms: int, config: RiskConfig, reference: RiskReference | None = None) -> Risk:
-    """The signals one event fires and its risk weight."""
+def assess(facts: Facts, new_terms: int, config: RiskConfig, reference: RiskReference | None = None,
+           app: str | None = None) -> Risk:
+    """The signals one event fires and its risk weight; `app` is the key of the reference's
+    thresholds (`reference_from`; the event's own app by default)."""
     event = facts.event
     top1_low, gap_small = config.top1_low, config.gap_small
     if reference is not None:
-        app = event.app
+        app = event.app if app is None else app
         top1_low = reference.top1_low.get(app, top1_low)
         gap_small = reference.gap_small.get(app, gap_small)
     fired = []

@@ -2,8 +2,8 @@
 baselines, the findings of the stored days and of the replica's sub-day windows
 (agent/io/background/drift.py).
 
-It also holds the baseline every partition judges new terms and query
-clusters against (`active`): the newest stored one, switched to on the
+It also holds the baseline every partition judges new terms, query
+clusters and the judgment queue's risk signals against (`active`): the newest stored one, switched to on the
 consumer loop, with its vocabulary shared by every partition (`shared`, by
 version), and found in the store by version for a checkpoint that names one.
 """
@@ -17,6 +17,7 @@ from kafka import TopicPartition
 
 from agent.core.drift import Baseline
 from agent.core.drift.days import DriftDays, HeldDeltas, recent_windows
+from agent.core.sampling.risk import reference_from
 from agent.core.state import PartitionState, SharedVocabulary
 from agent.io.background.drift import RECENT_SECONDS, DriftCollector, DriftWatch
 from agent.io.features import Feature, Wiring
@@ -24,6 +25,13 @@ from agent.io.settings.agent import Settings
 from agent.io.settings.drift import drift_config
 from agent.io.store import drift
 from agent.io.store.drift import DriftStore
+
+
+def shared_from(baseline: Baseline) -> SharedVocabulary:
+    """What every partition reads of a baseline that holds a query model: its vocabulary, and the
+    thresholds and query-type mix of the judgment queue's risk signals."""
+    assert baseline.queries is not None
+    return SharedVocabulary(baseline.version, baseline.queries.vocabulary, reference_from(baseline))
 
 
 class Drift(Feature[HeldDeltas]):
@@ -69,7 +77,7 @@ class Drift(Feature[HeldDeltas]):
             except ValueError:
                 found = None
             if found is not None and found.queries is not None:
-                self.shared[version] = SharedVocabulary(version, found.queries.vocabulary)
+                self.shared[version] = shared_from(found)
         return {"baselines": self.shared}
 
     def attach(self, state: PartitionState) -> None:
@@ -82,7 +90,7 @@ class Drift(Feature[HeldDeltas]):
     def use(self, baseline: Baseline | None, states: Sequence[PartitionState]) -> None:
         """Judge every partition (`states`, and those attached later) against `baseline` from now on."""
         if baseline is not None and baseline.queries is not None and baseline.version not in self.shared:
-            self.shared[baseline.version] = SharedVocabulary(baseline.version, baseline.queries.vocabulary)
+            self.shared[baseline.version] = shared_from(baseline)
         self.active = baseline
         for state in states:
             self.attach(state)
