@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from common import agent, consume, fill, interpreter  # bench/ is the script's directory
 from kafka import KafkaConsumer, TopicPartition
+from peer_runs import Clock
 
 from agent.core.reasons import RejectedEvent
 from agent.demo.broker import Tansu
@@ -42,16 +43,13 @@ TOPIC = "bench.retrieval.v1"
 def raw_rate(bootstrap: str, count: int, group_id: str, topic: str = TOPIC) -> float:
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group_id, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=2000, heartbeat_interval_ms=500)
-    seen, untimed, first = 0, 0, None
-    while seen < count:
+    clock = Clock(count)
+    while clock.last is None:
         polled = sum(map(len, consumer.poll(timeout_ms=500, max_records=2000).values()))
-        if polled and first is None:  # the first poll's records came in before the clock started
-            first, untimed = time.perf_counter(), polled
-        seen += polled
-    assert first is not None
-    elapsed = time.perf_counter() - first
+        if polled:
+            clock.tick(polled)
     consumer.close()
-    return (seen - untimed) / elapsed
+    return clock.rate
 
 
 def cpu_timed(spent: Counter, name: str, call: Callable) -> Callable:

@@ -2,10 +2,11 @@
 baselines, the findings of the stored days and of the replica's sub-day windows
 (agent/io/background/drift.py).
 
-It also holds the baseline every partition judges new terms, query
-clusters and the judgment queue's risk signals against (`active`): the newest stored one, switched to on the
-consumer loop, with its vocabulary shared by every partition (`shared`, by
-version), and found in the store by version for a checkpoint that names one.
+It also holds the baseline every partition judges new terms, query clusters
+and the judgment queue's risk signals against (`active`): the newest stored
+one, switched to on the consumer loop, with its vocabulary and risk reference
+shared by every partition (`shared`, by version), and found in the store by
+version for a checkpoint that names one.
 """
 
 from __future__ import annotations
