@@ -159,7 +159,9 @@ class VersionCounts(KeptAsRows):
             if version not in self.config.versions:
                 return
         else:
-            version = self._learned(day, version)
+            seen = self._versions.get(day)
+            if seen is None or version not in seen:  # a known version costs no call
+                version = self._learned(day, version)
         app = event.app if ctx is None else ctx.app
         key = (day, app, version)
         row = self._days.get(key)

@@ -180,10 +180,10 @@ def _low_edge(bins: Bins, counts: tuple[int, ...]) -> float | None:
     if total <= 0:
         return None
     cumulative = 0
-    for j, n in enumerate(counts[:-1]):  # the last bin ends at +inf
+    for edge, n in zip(bins.edges, counts):  # the last bin, which ends at +inf, has no edge
         cumulative += n
         if cumulative >= LOW_QUANTILE * total:
-            return float(bins.grid.edges[bins.starts[j + 1] - 1])
+            return edge
     return None
 
 
