@@ -411,6 +411,45 @@ def test_every_float_setting_must_be_finite(tmp_path, key, value):
     assert message.startswith(key), message
 
 
+def _duration_keys(value, where: str = "") -> list[str]:
+    """The dotted key of every day count and duration setting: named by its unit."""
+    if dataclasses.is_dataclass(value):
+        return [k for f in dataclasses.fields(value)
+                for k in _duration_keys(getattr(value, f.name), f"{where}.{f.name}" if where else f.name)]
+    return [where] if where.endswith(("_days", "_seconds", "_ms")) else []
+
+
+LONGEST = {"_days": 3650, "_seconds": 3650 * 86400, "_ms": 2**31 - 1}
+EVERY_DURATION = [*_duration_keys(Settings()), "windows.windows.24h", "kafka.client.request_timeout_ms"]
+
+
+def _nested(key: str, value) -> str:
+    *parents, name = key.split(".")
+    doc: dict = {name: value}
+    for parent in reversed(parents):
+        doc = {parent: doc}
+    return yaml.safe_dump(doc)
+
+
+@pytest.mark.parametrize("key", EVERY_DURATION)
+def test_every_day_count_and_duration_has_an_upper_bound(tmp_path, key):
+    """Beyond it, date arithmetic overflows (a retention of 900000 days crashed the first checkpoint),
+    a thread cannot wait, or Kafka's 32-bit milliseconds wrap."""
+    unit = next(u for u in LONGEST if key.endswith(u)) if key != "windows.windows.24h" else "_seconds"
+    assert error(tmp_path, _nested(key, LONGEST[unit] + 1)) == f"{key}: must be at most {LONGEST[unit]}"
+    assert error(tmp_path, _nested(key, 10**400)).startswith(f"{key}: must be ")  # beyond a float, too
+
+
+def test_day_counts_and_durations_at_their_bound_are_accepted(tmp_path):
+    days = {"window_days": 3650, "retention_days": 3650, "min_days": 3650}
+    s = load(write(tmp_path, yaml.safe_dump({
+        "live_gate": days, "windows": {"windows": {"long": 3650 * 86400}, "lateness_seconds": 3650 * 86400},
+        "kafka": {"poll_timeout_ms": 2**31 - 1}, "store": {"checkpoint_interval_seconds": 3650 * 86400.0}})),
+        environ={})
+    assert (s.live_gate.retention_days, s.windows.windows["long"], s.kafka.poll_timeout_ms) == \
+        (3650, 3650 * 86400, 2**31 - 1)
+
+
 def test_calibration_settings_load_and_make_the_gate(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("judgment: {calibration: {max_ece: 0.08, min_labels: 300, pool_batches: 4}}\n")

@@ -15,7 +15,7 @@ import dataclasses
 import importlib.util
 import math
 import os
-import threading
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -273,6 +273,8 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+        if abs(value) > sys.float_info.max:
+            raise ConfigError(f"{where}: must be a finite number")
         shown = "" if _secret_key(where) else f" {value!r}"
         raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__}{shown}"
                           + (" (quote it in YAML)" if hint is str else ""))
@@ -294,10 +296,11 @@ def _check(s: Settings) -> None:
         if not ok:
             raise ConfigError(f"{key}: {why}")
 
-    for key, value in checks.floats(s):  # NaN passes every comparison, infinity most: none is a valid setting
-        need(math.isfinite(value), key, "must be a finite number")
-        if key.endswith("_seconds"):  # waited on by threads, sockets and subprocesses
-            need(value <= threading.TIMEOUT_MAX, key, f"must be at most {threading.TIMEOUT_MAX:.0f}")
+    for key, value in checks.numbers(s):  # NaN passes every comparison, infinity most: none is a valid setting
+        need(isinstance(value, int) or math.isfinite(value), key, "must be a finite number")
+        _within(key, value, checks.longest(key), need)
+    for name, seconds in s.windows.windows.items():
+        _within(f"windows.windows.{name}", seconds, checks.LONGEST["_seconds"], need)
     need(bool(s.kafka.bootstrap_servers.strip()) and all(b.strip() for b in s.kafka.bootstrap_servers.split(",")),
          "kafka.bootstrap_servers", "must be a comma-separated list of host:port")
     need(bool(s.kafka.topics), "kafka.topics", "at least one topic is required")
@@ -365,6 +368,11 @@ def _check(s: Settings) -> None:
 
 def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
+def _within(key: str, value: float, limit: int | None, need) -> None:
+    """A day count or duration no longer than its unit's limit (checks.LONGEST)."""
+    need(limit is None or value <= limit, key, f"must be at most {limit}")
+
+
 
 
 def check_store(store: StoreSettings, need) -> None:
