@@ -271,10 +271,10 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if hint is Any:
         return value
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
         if abs(value) > sys.float_info.max:
             raise ConfigError(f"{where}: must be a finite number")
+        return float(value)
+    if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
         shown = "" if _secret_key(where) else f" {value!r}"
         raise ConfigError(f"{where}: expected {hint.__name__}, got {type(value).__name__}{shown}"
                           + (" (quote it in YAML)" if hint is str else ""))
@@ -366,13 +366,13 @@ def _check(s: Settings) -> None:
     check_live_gate(s.live_gate, need)
 
 
-def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
 def _within(key: str, value: float, limit: int | None, need) -> None:
     """A day count or duration no longer than its unit's limit (checks.LONGEST)."""
     need(limit is None or value <= limit, key, f"must be at most {limit}")
 
 
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def check_store(store: StoreSettings, need) -> None:
