@@ -5,6 +5,8 @@ A window for `ragdrift drift` is whole UTC days of the store's daily counts:
 `--day` (default: the newest stored day) or `--from`/`--to` summed; every
 version of each app, or with `--pipeline V` only the events of pipeline
 version V (days counted split by version), against the app's baseline.
+Stored day rows that do not read back are left out of a freeze and a window
+and named in one line on stderr (in the error, when nothing is left).
 
 A baseline's name is 1 to 255 letters, digits, `.`, `_` and `-`, starting with
 a letter or a digit: it fits the store's column on every backend, and `@`
@@ -108,6 +110,12 @@ def _load(store, name: str | None, version: str | None):
     return baseline
 
 
+def _warn(damaged: str) -> None:
+    """The day rows a read skipped, in one line on stderr before the result."""
+    if damaged:
+        print(f"ragdrift: warning: {damaged}", file=sys.stderr)
+
+
 def freeze_baseline(args: argparse.Namespace) -> int:
     from agent.core.drift import freeze
     from agent.io.settings.drift import calibration, grids
@@ -119,9 +127,12 @@ def freeze_baseline(args: argparse.Namespace) -> int:
         raise UsageError(f"--from {first} is after --to {last}")
     with _drift_store(settings, write=True) as store:
         days = store.stored_days(settings.kafka.group_id, first, last, args.app)
+        damaged = store.damaged.summary()
         if not days:
             only = f" for app {args.app!r}" if args.app else ""
-            raise UsageError(f"no drift counts stored from {first} to {last}{only}: nothing to freeze")
+            raise UsageError(f"no drift counts stored from {first} to {last}{only}: nothing to freeze"
+                             + (f"; {damaged}" if damaged else ""))
+        _warn(damaged)
         d = settings.drift
         try:
             baseline = freeze(days, args.name, grids(d), n_bins=d.bins, max_categories=d.max_categories,
@@ -232,9 +243,11 @@ def drift_report(args: argparse.Namespace) -> int:
                 raise UsageError("no drift counts stored yet")
         baseline = _load(store, name, version)
         days = store.stored_days(group, first, last, split=pipeline is not None)
+        damaged = store.damaged.summary()
     between = f"from {first or 'the first day'} to {last or 'the last day'}"
     if not days:
-        raise UsageError(f"no drift counts stored {between}")
+        raise UsageError(f"no drift counts stored {between}" + (f"; {damaged}" if damaged else ""))
+    _warn(damaged)
     counts = window(days) if pipeline is None else by_version(window(days, split=True)).get(pipeline, {})
     if not counts:
         raise UsageError(f"no drift counts of pipeline version {pipeline!r} stored {between}: days are counted per "

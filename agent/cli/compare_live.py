@@ -11,7 +11,8 @@ evaluation takes them. Judged items (precision at the cutoff, nDCG, MRR)
 come from the newest judged batches the store records, those whose events
 fall in the window; a batch whose files cannot be read is left out and named.
 A version without events in the window is an error (exit 2) that names the
-versions the window holds.
+versions the window holds. Stored rows that do not read back are left out
+and named in one line on stderr (in the error, when nothing is left).
 """
 
 from __future__ import annotations
@@ -72,13 +73,17 @@ def run_live(args: argparse.Namespace) -> int:
                              f"{section.retention_days} before the newest stored day: the rows before that "
                              "are deleted")
         days, queries = rows.stored(group, first, last, args.app, (stable, candidate), gate.max_queries)
+    damaged = rows.damaged.summary()
     seen = versions_by_traffic(days)
     totals = dict(seen)
     for version in (stable, candidate):
         if not totals.get(version):
             held = ", ".join(f"{v} ({n} events)" for v, n in seen) or "none"
             raise UsageError(f"pipeline version {version!r} has no events from {first} to {last}"
-                             f"{' in app ' + repr(args.app) if args.app else ''}; versions there: {held}")
+                             f"{' in app ' + repr(args.app) if args.app else ''}; versions there: {held}"
+                             + (f"; {damaged}" if damaged else ""))
+    if damaged:
+        print(f"ragdrift: warning: {damaged}", file=sys.stderr)
     judged, note = _judged(settings, first, last, args.app)
     window = {"from": first, "to": last, **({"app": args.app} if args.app else {})}
     report = live_compare(Stored(days, queries, judged), stable, candidate, gate, window, partial_from=now)

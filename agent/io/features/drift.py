@@ -20,11 +20,12 @@ from agent.core.drift import Baseline
 from agent.core.drift.days import DriftDays, HeldDeltas, recent_windows
 from agent.core.sampling.risk import reference_from
 from agent.core.state import PartitionState, SharedVocabulary
-from agent.io.background.drift import RECENT_SECONDS, DriftCollector, DriftWatch
+from agent.io.background.drift import RECENT_SECONDS, DriftCollector, DriftWatch, log
 from agent.io.features import Feature, Wiring
 from agent.io.settings.agent import Settings
 from agent.io.settings.drift import drift_config
 from agent.io.store import drift
+from agent.io.store.damaged import Damaged, DamagedCollector
 from agent.io.store.drift import DriftStore
 
 
@@ -47,7 +48,7 @@ class Drift(Feature[HeldDeltas]):
         config = drift_config(wiring.settings.drift)
         assert config is not None  # built only when enabled
         self.config = config
-        self.store = DriftStore(wiring.store)
+        self.store = DriftStore(wiring.store, Damaged(log))
         self.split = wiring.settings.windows.by_pipeline_version  # counted and judged per pipeline version
         self.watch = DriftWatch(self.store, wiring.settings.kafka.group_id, scheduler=wiring.scheduler,
                                 split=self.split)
@@ -62,7 +63,7 @@ class Drift(Feature[HeldDeltas]):
         return [self.store.writes(group, [deltas for _, deltas in held])]
 
     def collectors(self) -> list:
-        return [DriftCollector(self.watch)]
+        return [DriftCollector(self.watch), DamagedCollector("drift", self.store.damaged, (self.store.days.name,))]
 
     def start(self) -> None:
         self.watch.start()

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from kafka import TopicPartition
 
 from agent.core.compare.live import HeldRows, VersionCounts
-from agent.io.background.live_gate import LiveGateCollector, LiveGateWatch
+from agent.io.background.live_gate import LiveGateCollector, LiveGateWatch, log
 from agent.io.features import Feature, Wiring
 from agent.io.settings.agent import Settings
 from agent.io.settings.live_gate import live_config, thresholds
 from agent.io.store import live_gate
+from agent.io.store.damaged import Damaged, DamagedCollector
 from agent.io.store.live_gate import LiveGateStore
 
 
@@ -27,7 +28,7 @@ class LiveGate(Feature[HeldRows]):
     def __init__(self, wiring: Wiring):
         section = wiring.settings.live_gate
         self.config = live_config(section)
-        self.rows = LiveGateStore(wiring.store, section.examples, section.retention_days)
+        self.rows = LiveGateStore(wiring.store, section.examples, section.retention_days, damaged=Damaged(log))
         versions = (section.stable, section.candidate) if section.stable else None
         self.watch = LiveGateWatch(self.rows, wiring.settings.kafka.group_id, thresholds(section),
                                    section.window_days, versions, section.refresh_seconds,
@@ -40,7 +41,8 @@ class LiveGate(Feature[HeldRows]):
         return [self.rows.writes(group, [rows for _, rows in held])]
 
     def collectors(self) -> list:
-        return [LiveGateCollector(self.watch)]
+        tables = (self.rows.days.name, self.rows.queries.name)
+        return [LiveGateCollector(self.watch), DamagedCollector("live_gate", self.rows.damaged, tables)]
 
     def start(self) -> None:
         self.watch.start()

@@ -17,7 +17,10 @@ of rows: the missing rows are inserted empty (one multi-row insert), the
 group's rows of the days touched are read FOR UPDATE on PostgreSQL (one
 select, locking them in sorted order, so replicas adding to the same days wait
 for each other instead of deadlocking), and the new counts are written back
-(one update, executed for many rows).
+(one update, executed for many rows). A stored row that does not read back
+(not JSON, or not counts of its feature's kind) is skipped by every read and
+handed to `Damaged` with its key; a checkpoint adding to it writes the delta
+in its place, so its new events are kept and the rest of the checkpoint goes on.
 
 `ragdrift_baselines` holds each frozen baseline's canonical JSON under (name,
 version). Rows are never changed: freezing a name again from other days adds
@@ -38,8 +41,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agent.core.drift import Baseline
 from agent.core.drift.days import Deltas, counts_of, merge
-from agent.core.drift.features import GRIDS, merge_grids
+from agent.core.drift.features import FEATURES, GRIDS, merge_grids
 from agent.core.drift.queries import QUERIES, merge_sample
+from agent.io.store.damaged import Damaged
 from agent.io.store.database import StoreError
 
 _DAYS = "ragdrift_drift_days"
@@ -82,8 +86,9 @@ class StoredBaseline:
 class DriftStore:
     """Reads and writes of the drift tables, on a store opened with `TABLES`."""
 
-    def __init__(self, store):
+    def __init__(self, store, damaged: Damaged | None = None):
         self.store = store
+        self.damaged = Damaged() if damaged is None else damaged
         self.days = store.joined(_DAYS)
         self.baselines = store.joined(_BASELINES)
 
@@ -106,10 +111,11 @@ class DriftStore:
                      .where(d.group_id == group_id, d.day.in_(sorted({day for day, _, _ in keys})))
                      .order_by(d.day, d.app, d.feature))
             found = conn.execute(query.with_for_update() if self.store.postgres else query)
-            stored = {(r.day, r.app, r.feature): r.counts for r in found if (r.day, r.app, r.feature) in total}
+            stored = self._decoded(((r.day, r.app, r.feature), r.counts) for r in found
+                                   if (r.day, r.app, r.feature) in total)
             rows = []
             for day, app, feature in keys:
-                counts = orjson.loads(stored[(day, app, feature)])
+                counts = stored.get((day, app, feature), {})  # a damaged row: the delta in its place
                 delta = total[(day, app, feature)]
                 if feature == QUERIES:  # a bottom-k sample: union, the k smallest keys kept
                     merge_sample(counts, delta)
@@ -138,8 +144,18 @@ class DriftStore:
             query = query.where(d.day <= last)
         if app is not None:
             query = query.where(or_(d.app == app, d.app.startswith(f"{app}|", autoescape=True)))
-        rows = {(r.day, r.app, r.feature): orjson.loads(r.counts) for r in self.store.read(query)}
+        rows = self._decoded(((r.day, r.app, r.feature), r.counts) for r in self.store.read(query))
         return counts_of({k: v for k, v in rows.items() if v}, split)
+
+    def _decoded(self, rows: Iterable[tuple[tuple[str, str, str], bytes]]) -> dict[tuple[str, str, str], dict]:
+        """{(day, app, feature): counts} of stored rows, a damaged row skipped and handed to `damaged`."""
+        out = {}
+        for key, raw in rows:
+            try:
+                out[key] = _counts(raw, key[2])
+            except ValueError:
+                self.damaged.skip(_DAYS, key)
+        return out
 
     def last_day(self, group_id: str) -> str | None:
         d = self.days.c
@@ -181,6 +197,26 @@ class DriftStore:
             query = query.where(b.version == version)
         rows = self.store.read(query.order_by(b.created_at.desc(), b.version.desc()).limit(1))
         return _parse(rows[0]) if rows else None
+
+
+def _counts(raw: bytes, feature: str) -> dict:
+    """A stored day row as `DriftStore.writes` writes it for `feature`, or ValueError: not JSON (NaN and
+    the infinities are not), or not its kind of counts (query terms' sample, grid digests, whole counts
+    >= 0 per fine cell or per category)."""
+    counts = orjson.loads(raw)
+    if not isinstance(counts, dict):
+        raise ValueError("not an object")
+    if feature == QUERIES:
+        fits = all(isinstance(terms, list) and all(isinstance(t, str) for t in terms) for terms in counts.values())
+    elif feature == GRIDS:
+        fits = all(isinstance(digest, str) for digest in counts.values())
+    else:
+        cells = feature in FEATURES
+        fits = all(type(n) is int and n >= 0 and (not cells or (k.isascii() and k.isdigit()))
+                   for k, n in counts.items())
+    if not fits:
+        raise ValueError(f"not counts of {feature}")
+    return counts
 
 
 def _parse(row) -> Baseline:

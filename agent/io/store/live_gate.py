@@ -21,6 +21,11 @@ has its own cut, so a canary with a few queries keeps them all; below the
 lower of the two cuts both versions keep every query, so the pairs there are
 consistent (the verdict judges pairing under that cut). The hash is computed
 here rather than stored, so the tables keep their columns.
+
+A stored row that does not read back (not JSON, or not a row as `add_row`
+writes it) is skipped by every read and handed to `Damaged` with its key; a
+checkpoint adding to it writes the delta in its place, so the row's new
+events are kept and the rest of the checkpoint goes on.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ import orjson
 from sqlalchemy import Column, LargeBinary, MetaData, String, Table, bindparam, delete, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from agent.core.compare.live import DayKey, HeldRows, QueryKey, add_row, empty_row, query_hash
+from agent.core.compare.live import COUNTS, MEASURES, DayKey, HeldRows, QueryKey, add_row, empty_row, query_hash
+from agent.io.store.damaged import Damaged
 
 _DAYS = "ragdrift_live_days"
 _QUERIES = "ragdrift_live_queries"
@@ -71,8 +77,10 @@ TABLES = (days_table, queries_table)
 class LiveGateStore:
     """Reads and writes of the live gate's tables, on a store opened with `TABLES`."""
 
-    def __init__(self, store, examples: int = 5, retention_days: int = 35, clock: Callable[[], float] = time.time):
+    def __init__(self, store, examples: int = 5, retention_days: int = 35, clock: Callable[[], float] = time.time,
+                 damaged: Damaged | None = None):
         self.store = store
+        self.damaged = Damaged() if damaged is None else damaged
         self.examples = examples
         self.retention_days = retention_days
         self.clock = clock
@@ -115,10 +123,10 @@ class LiveGateStore:
             query = (select(*columns, c.counts).where(c.group_id == group_id, tuple_(*columns).in_(chunk))
                      .order_by(*columns))
             found = conn.execute(query.with_for_update() if self.store.postgres else query)
-            stored = {tuple(r[:-1]): orjson.loads(r[-1]) for r in found}
+            stored = self._decoded(table, ((tuple(r[:-1]), r[-1]) for r in found), labels)
             params = []
             for key in chunk:
-                row = stored[key]
+                row = stored.get(key) or empty_row(labels=labels)  # a damaged row: the delta in its place
                 add_row(row, rows[key], self.examples)
                 params.append({**{f"k_{n}": v for n, v in zip(names, key)}, "g": group_id,
                                "new": orjson.dumps(row)})
@@ -152,12 +160,23 @@ class LiveGateStore:
             for i in range(0, len(kept), _CHUNK):
                 rows += self.store.read(select(*columns).where(
                     *where, tuple_(q.version, q.app, q.query_id).in_(kept[i:i + _CHUNK])))
-        return {(r.day, r.app, r.version, r.query_id): orjson.loads(r.counts) for r in rows}
+        return self._decoded(self.queries, (((r.day, r.app, r.version, r.query_id), r.counts) for r in rows), True)
 
     def day_rows(self, group_id: str, first: str, last: str, app: str | None = None) -> dict[DayKey, dict[str, Any]]:
         """The day rows from `first` to `last` (ISO days, inclusive), of one app or all."""
         rows = self.store.read(select(self.days).where(*self._where(self.days.c, group_id, first, last, app)))
-        return {(r.day, r.app, r.version): orjson.loads(r.counts) for r in rows}
+        return self._decoded(self.days, (((r.day, r.app, r.version), r.counts) for r in rows), False)
+
+    def _decoded(self, table: Table, rows: Iterable[tuple[Any, bytes]], labels: bool) -> dict[Any, dict[str, Any]]:
+        """{key: row} of stored (key, JSON) pairs, a damaged row skipped and handed to `damaged`."""
+        out = {}
+        for key, raw in rows:
+            try:
+                out[key] = _row(raw, labels)
+            except ValueError:
+                self.damaged.skip(table.name, key)
+        return out
+
 
     def _where(self, c, group_id: str, first: str, last: str, app: str | None) -> list:
         return [c.group_id == group_id, c.day >= first, c.day <= last, *([c.app == app] if app is not None else [])]
@@ -193,6 +212,31 @@ class LiveGateStore:
             query = query.where(d.day <= until)
         rows = self.store.read(query)
         return rows[0].day if rows else None
+
+
+def _row(raw: bytes, labels: bool) -> dict[str, Any]:
+    """A stored row as `add_row` writes it, or ValueError: not JSON (NaN and the infinities are not),
+    or another shape (`labels`: a query row's)."""
+    row = orjson.loads(raw)
+    if not (isinstance(row, dict)
+            and all(type(row.get(name)) is int for name in COUNTS)
+            and all(_measure(row.get(name)) for name in MEASURES)
+            and (all(isinstance(row.get(label), str | None) for label in ("query_type", "language")) if labels
+                 else _examples(row.get("examples")))):
+        raise ValueError("not a live gate row")
+    return row
+
+
+def _measure(value: object) -> bool:
+    """A measure's [sum, count]."""
+    return (isinstance(value, list) and len(value) == 2 and type(value[0]) in (int, float)
+            and type(value[1]) is int)
+
+
+def _examples(value: object) -> bool:
+    """A day row's example event ids per gate."""
+    return isinstance(value, dict) and all(
+        isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in value.values())
 
 
 def today(now: float) -> date:
