@@ -165,6 +165,13 @@ def test_rows_past_the_retention_are_deleted(tmp_path):
      "has no events from 2027-01-01 to 2027-01-02"),
     (["--pipeline", traffic.STABLE, "--pipeline", traffic.CANDIDATE, "--from", "2026-09-20", "--to", "2026-10-01"],
      "--from 2026-09-20 is before 2026-10-02, live_gate.retention_days 35 before the newest stored day"),
+    # the default window of 7 days ending on the first day a date holds starts on that day, no earlier
+    (["--pipeline", traffic.STABLE, "--pipeline", traffic.CANDIDATE, "--to", "0001-01-01"],
+     "--from 0001-01-01 is before 2026-10-02"),
+    (["--pipeline", traffic.STABLE, "--pipeline", traffic.CANDIDATE, "--to", "0001-01-03"],
+     "--from 0001-01-01 is before 2026-10-02"),
+    (["--pipeline", traffic.STABLE, "--pipeline", traffic.CANDIDATE, "--from", "9999-12-31", "--to", "9999-12-31"],
+     "has no events from 9999-12-31 to 9999-12-31"),
 ])
 def test_bad_input_is_one_line_and_exit_2(stored, capsys, args, message):
     status, _, err = run(capsys, "compare", "--live", *args, "--config", stored("equivalent"))
@@ -224,6 +231,8 @@ def test_judged_precision_is_compared_where_both_versions_were_judged(tmp_path, 
     ({"stable": "a"}, "live_gate.stable: give stable and candidate together"),
     ({"window_days": 10, "retention_days": 5}, "live_gate.retention_days: must be >= live_gate.window_days"),
     ({"min_days": 2}, "live_gate.min_days: must be >= 3"),
+    ({"retention_days": 900000}, "live_gate.retention_days: must be at most 3650"),
+    ({"window_days": 900000}, "live_gate.window_days: must be at most 3650"),
 ])
 def test_bad_settings_are_one_line_and_exit_2(tmp_path, capsys, section, message):
     status, _, err = run(capsys, "check-config", config(tmp_path, f"sqlite:///{tmp_path}/x.db", **section))

@@ -61,13 +61,13 @@ def run_live(args: argparse.Namespace) -> int:
             if first is not None and first > last:
                 raise UsageError(f"--from {first} is after the newest stored day {last}")
         if first is None:
-            first = (date.fromisoformat(last) - timedelta(days=section.window_days - 1)).isoformat()
+            first = _before(last, section.window_days - 1)
         span = (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
         if span > section.retention_days:
             raise UsageError(f"--from {first} to {last} is {span} days, longer than live_gate.retention_days "
                              f"{section.retention_days}: the query rows before that are deleted")
         newest = rows.last_day(group, until=now)  # the day the store's retention counts back from
-        oldest = newest and (date.fromisoformat(newest) - timedelta(days=section.retention_days)).isoformat()
+        oldest = newest and _before(newest, section.retention_days)
         if oldest and first < oldest:
             raise UsageError(f"--from {first} is before {oldest}, live_gate.retention_days "
                              f"{section.retention_days} before the newest stored day: the rows before that "
@@ -91,6 +91,12 @@ def run_live(args: argparse.Namespace) -> int:
         report["versions"]["judged"] = {"note": note}
     print(json.dumps(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))
     return 0 if report["verdict"] == PASSED else 1
+
+
+def _before(day: str, days: int) -> str:
+    """The day `days` before `day`, or the first day a date can hold (`--to 0001-01-01`)."""
+    when = date.fromisoformat(day)
+    return (when - timedelta(days=min(days, when.toordinal() - 1))).isoformat()
 
 
 def _day(text: str, flag: str) -> str:
