@@ -22,7 +22,7 @@ from opentelemetry.trace import Tracer
 
 from agent.core import partitions
 from agent.core.partitions import NO_OFFSET, Owned
-from agent.core.state import PartitionState, StateError
+from agent.core.state import NewerState, PartitionState, StateError
 from agent.io.features import Feature
 from agent.io.kafka import broker
 from agent.io.kafka.dead_letters import DeadLetters
@@ -47,6 +47,10 @@ class Ownership:
         self.owned: dict[TopicPartition, Owned] = {}
         self.checkpoints: Counter[str] = Counter()
         self.resets = 0  # partitions started afresh
+        self.set_aside = 0  # damaged checkpoints moved aside, their partitions started afresh
+        # Assigned partitions whose checkpoint this release must not read nor overwrite, and why:
+        # paused, never processed nor checkpointed, until a rebalance hands them to a replica that can.
+        self.unreadable: dict[TopicPartition, str] = {}
         self.last_checkpoint: float | None = None
         self.store_ok = True
         self.failures = 0  # failed checkpoints in a row
@@ -148,7 +152,7 @@ class Ownership:
         """Load each new partition's checkpoint and seek to it; a store that
         cannot be read raises `StoreError`."""
         for tp in assigned:
-            if tp in self.owned:
+            if tp in self.owned or tp in self.unreadable:
                 continue
             stored = self.store.load(self.kafka.group_id, tp.topic, tp.partition)
             current = broker.topic_id(self.consumer, tp.topic)
@@ -156,13 +160,22 @@ class Ownership:
                 self._seek_start(tp)
                 self.owned[tp] = Owned.fresh(self._state(tp), topic_id=current)
             else:
-                self.owned[tp] = self._restore(tp, stored)
+                try:
+                    self.owned[tp] = self._restore(tp, stored)
+                except NewerState as exc:
+                    self.unreadable[tp] = "newer_release"
+                    self.consumer.pause(tp)
+                    log.error("checkpoint written by a newer release; partition paused and left as stored "
+                              "for a replica of that release", extra={"topic": tp.topic, "partition": tp.partition,
+                                                                      "offset": stored.next_offset, "error": str(exc)})
+                    continue
             log.info("partition assigned", extra={"topic": tp.topic, "partition": tp.partition,
                                                   "offset": self.owned[tp].next_offset})
 
     def _restore(self, tp: TopicPartition, stored: Checkpoint) -> Owned:
         """The partition's state from its checkpoint and its features' rows; a store that cannot be
-        read raises `StoreError` (never a reset: the state is there, only unread)."""
+        read raises `StoreError` (never a reset: the state is there, only unread), and a state of a
+        newer release `NewerState` (never a reset either: this release cannot tell what it would lose)."""
         self.consumer.seek(tp, stored.next_offset)
         context: dict = {}
         for feature in self.features:
@@ -170,13 +183,16 @@ class Ownership:
         try:
             state = PartitionState.from_dict(self.core, stored.state, stored.sealed,
                                              features=self._features(tp, restore=True), **context)
+        except NewerState:
+            raise
         except StateError as exc:
-            # A state this release cannot read (written by a newer one, or
-            # damaged): start afresh where it stopped rather than crash-loop.
-            log.error("stored state unreadable; starting a fresh state at its offset",
-                      extra={"topic": tp.topic, "partition": tp.partition, "error": str(exc)})
-            self.resets += 1
-            self._reset(tp)
+            # Damaged: keep it aside and start afresh where it stopped rather than crash-loop.
+            log.error("stored state damaged; set aside in the store, starting a fresh state at its offset",
+                      extra={"topic": tp.topic, "partition": tp.partition, "offset": stored.next_offset,
+                             "error": str(exc)})
+            forget = [rows for f in self.features for rows in f.forget(self.kafka.group_id, tp)]
+            self.store.set_aside(self.kafka.group_id, tp.topic, tp.partition, str(exc), forget)
+            self.set_aside += 1
             return Owned.fresh(self._state(tp), stored.next_offset, stored.topic_id)
         return Owned.restored(self._attach(state), stored.next_offset, stored.topic_id)
 
@@ -204,6 +220,8 @@ class Ownership:
             self.consumer.seek_to_end(tp)
 
     def revoke(self, revoked: list[TopicPartition], lost: bool = False) -> None:
+        for tp in revoked:
+            self.unreadable.pop(tp, None)
         mine = [tp for tp in revoked if tp in self.owned]
         if not lost and mine:
             self.checkpoint(mine)

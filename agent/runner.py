@@ -117,8 +117,8 @@ class Agent:
     def _hold_while_failing(self) -> None:
         if partitions.paused(self.parts.failures):
             self.consumer.pause(*self.owned)  # again each time: new assignments too
-        elif self.consumer.paused():
-            self.consumer.resume(*self.consumer.paused())
+        elif held := [tp for tp in self.consumer.paused() if tp not in self.parts.unreadable]:
+            self.consumer.resume(*held)
             log.info("checkpoints succeed again; consumption resumed")
 
     def _remaining(self, cap: float) -> float:
@@ -245,6 +245,8 @@ class Agent:
         health = Health(
             rejected=dict(self.letters.rejected), lag=self.parts.lag(self.log_end), assigned=len(states),
             last_checkpoint=self.parts.last_checkpoint, checkpoints=dict(self.parts.checkpoints), resets=self.parts.resets,
+            set_aside=self.parts.set_aside,
+            unreadable={(tp.topic, tp.partition): reason for tp, reason in self.parts.unreadable.items()},
             last_contact=self.last_contact, unreachable_since=self.unreachable_since,
             paused=partitions.paused(self.parts.failures),
         )

@@ -4,6 +4,9 @@ outage, and replicas starting together on an empty PostgreSQL."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 
 import orjson
@@ -260,23 +263,11 @@ def test_three_replicas_start_together_on_an_empty_database(broker, make_topic, 
     assert sum(r.value("ragdrift_window_retrievals", window="1h") for r in replicas) == len(lines)
 
 
-def test_an_unreadable_stored_state_is_started_afresh_not_a_crash_loop(broker, make_topic, group_id, tmp_path):
-    """A checkpoint this release cannot read (a newer version, say): the
-    partition starts afresh at its stored offset, the reset is counted, and
-    the agent keeps consuming. Driven in-process: the loop takes its Kafka
-    clients from `build`, no subprocess needed."""
-    import threading
-
+def _agent_over(broker, topic: str, dlq: str, group_id: str, url: str):
+    """An agent on one topic, run in-process (the loop takes its Kafka clients from `build`)."""
     from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
-    from agent.io.store.database import Checkpoint, Store
     from agent.service import build
 
-    topic, dlq = make_topic(1, "retrievals"), make_topic(1, "dlq")
-    url = f"sqlite:///{tmp_path}/s.db"
-    lines = list(synth.generate(150, seed=97, start=_now()))
-    produce(broker.bootstrap, topic, lines)
-    with Store(url) as store:
-        store.save(group_id, [Checkpoint(topic, 0, 50, {"version": 99, "from": "a newer release"})])
     settings = Settings(
         kafka=KafkaSettings(bootstrap_servers=broker.bootstrap, topics=[topic], dead_letter_topic=dlq,
                             group_id=group_id, session_timeout_ms=2000, heartbeat_interval_ms=500,
@@ -284,19 +275,93 @@ def test_an_unreadable_stored_state_is_started_afresh_not_a_crash_loop(broker, m
         store=StoreSettings(url=url, checkpoint_interval_seconds=0.5),
         metrics=MetricsSettings(address="127.0.0.1", port=0, snapshot_interval_seconds=0.2),
     )
-    running = build(settings)
+    return build(settings)
+
+
+def _stored_rows(url: str, table: str) -> list:
+    with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db:
+        return db.execute(f"SELECT * FROM {table}").fetchall()
+
+
+def test_a_state_of_a_newer_release_is_left_as_stored_and_its_partition_paused(broker, make_topic, group_id, tmp_path):
+    """A checkpoint of a newer release (a higher version, a section this release does not know):
+    never read, never reset, never overwritten. The partition is paused and says why on /metrics;
+    the replica keeps running and serving its other partitions."""
+    from agent.io.store.database import Checkpoint, Store
+
+    topic, dlq = make_topic(2, "retrievals"), make_topic(1, "dlq")
+    url = f"sqlite:///{tmp_path}/s.db"
+    lines = list(synth.generate(200, seed=96, start=_now()))
+    produce(broker.bootstrap, topic, lines)
+    newer = {"version": 99, "windows": {"from": "a newer release"}, "a_section_to_come": [1, 2, 3]}
+    with Store(url) as store:
+        store.save(group_id, [Checkpoint(topic, 0, 40, newer, sealed=[[7, [["x", 1]]]])])
+        stored = _stored_rows(url, "ragdrift_checkpoints")
+    on_other = len(read_partitions(broker.bootstrap, topic, len(lines))[1])
+    running = _agent_over(broker, topic, dlq, group_id, url)
     agent = running.agent
     thread = threading.Thread(target=agent.run, daemon=True)
     thread.start()
     try:
-        wait_until(lambda: agent.latest.snapshot.processed >= 100, 60, 0.1, "events after the stored offset")
-        wait_until(lambda: (Store(url).load(group_id, topic, 0) or Checkpoint(topic, 0, 0, {})).next_offset == 150,
-                   30, 0.2, "a fresh checkpoint")
-        assert agent.latest.snapshot.processed == 100  # from offset 50 on: nothing skipped, nothing twice
-        assert agent.latest.snapshot.health.resets == 1
+        wait_until(lambda: agent.latest.snapshot.processed >= on_other, 60, 0.1, "the readable partition's events")
+        wait_until(lambda: agent.latest.snapshot.health.unreadable, 30, 0.1, "the unreadable partition reported")
+        marker = agent.parts.last_checkpoint or 0.0
+        # two checkpoints after it was seen: partition 0 must stay untouched meanwhile
+        wait_until(lambda: (agent.parts.last_checkpoint or 0.0) > marker, 30, 0.1, "a checkpoint")
+        marker = agent.parts.last_checkpoint or 0.0
+        wait_until(lambda: (agent.parts.last_checkpoint or 0.0) > marker, 30, 0.1, "a second checkpoint")
+        health = agent.latest.snapshot.health
+        assert health.unreadable == {(topic, 0): "newer_release"}
+        assert agent.latest.snapshot.processed == on_other
+        assert health.resets == 0 and health.set_aside == 0
+        text = http_get(f"http://127.0.0.1:{running.server.port}/metrics").decode()
+        assert f'ragdrift_partition_unreadable{{partition="0",reason="newer_release",topic="{topic}"}} 1.0' in text
+    finally:
+        agent.stop()
+        thread.join(15)
+        running.close()
+    assert not thread.is_alive()
+    assert [row for row in _stored_rows(url, "ragdrift_checkpoints") if row[2] == 0] == stored  # updated_at too
+    assert [row for row in _stored_rows(url, "ragdrift_buckets") if row[2] == 0] == [(group_id, topic, 0, 7, b'[["x",1]]')]
+
+
+def test_a_damaged_stored_state_is_set_aside_and_started_afresh_not_a_crash_loop(broker, make_topic, group_id, tmp_path):
+    """A checkpoint of this release's version that does not read back (the wrong shape), and one whose
+    bytes are not JSON: each is moved aside in the store, with its buckets, and counted; its partition
+    starts afresh at the stored offset (nothing skipped, nothing twice) and the agent keeps consuming."""
+    from agent.io.store.database import Checkpoint, Store
+
+    topic, dlq = make_topic(2, "retrievals"), make_topic(1, "dlq")
+    url = f"sqlite:///{tmp_path}/s.db"
+    lines = list(synth.generate(300, seed=97, start=_now()))
+    produce(broker.bootstrap, topic, lines)
+    counts = [len(records) for _, records in sorted(read_partitions(broker.bootstrap, topic, len(lines)).items())]
+    with Store(url) as store:
+        store.save(group_id, [Checkpoint(topic, 0, 50, {"version": 2, "baseline": None, "labels": "damaged"},
+                                         sealed=[[3, [["y", 2]]]]),
+                              Checkpoint(topic, 1, 30, {"version": 2})])
+    with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db, db:
+        db.execute("UPDATE ragdrift_checkpoints SET state = ? WHERE partition = 1", (b"\x00{not json",))
+    running = _agent_over(broker, topic, dlq, group_id, url)
+    agent = running.agent
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    try:
+        expected = counts[0] - 50 + counts[1] - 30
+        wait_until(lambda: agent.latest.snapshot.processed >= expected, 60, 0.1, "events after the stored offsets")
+        wait_until(lambda: [(Store(url).load(group_id, topic, p) or Checkpoint(topic, p, 0, {})).next_offset
+                            for p in (0, 1)] == counts, 30, 0.2, "fresh checkpoints")
+        assert agent.latest.snapshot.processed == expected
+        assert agent.latest.snapshot.health.set_aside == 2
+        assert agent.latest.snapshot.health.resets == 0
         assert Store(url).load(group_id, topic, 0).state["version"] == 2
     finally:
         agent.stop()
         thread.join(15)
         running.close()
     assert not thread.is_alive()
+    aside = {row[2]: row for row in _stored_rows(url, "ragdrift_set_aside")}
+    assert sorted(aside) == [0, 1]
+    assert orjson.loads(aside[0][6])["labels"] == "damaged" and aside[0][5] == 50
+    assert aside[1][6] == b"\x00{not json" and aside[1][5] == 30
+    assert [row[4:] for row in _stored_rows(url, "ragdrift_set_aside_buckets")] == [(3, b'[["y",2]]')]

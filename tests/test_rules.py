@@ -34,6 +34,8 @@ ALERTS = {
     "RagdriftAgentDown": "page",
     "RagdriftConsumerLagHigh": "ticket",
     "RagdriftCheckpointStale": "ticket",
+    "RagdriftPartitionUnreadable": "page",
+    "RagdriftCheckpointSetAside": "ticket",
     "RagdriftKafkaUnreachable": "page",
     "RagdriftDeadLetters": "ticket",
     "RagdriftJudgmentBatchMissing": "ticket",

@@ -85,6 +85,8 @@ class Health:
     last_checkpoint: float | None = None
     checkpoints: dict[str, int] = field(default_factory=dict)
     resets: int = 0  # partitions started afresh (log recreated)
+    set_aside: int = 0  # damaged checkpoints set aside, their partitions started afresh
+    unreadable: dict[tuple[str, int], str] = field(default_factory=dict)  # paused partitions: why they are not read
     last_contact: float | None = None  # epoch s of Kafka's last answer
     unreachable_since: float | None = None  # set while Kafka does not answer
     paused: bool = False  # consumption paused while checkpoints keep failing

@@ -7,9 +7,12 @@ The checkpointed form is the context every feature shares ("version",
 "baseline", "labels", "vocabulary") and each feature's own section under its
 name (agent/core/feature.py: the metric families' "windows"; a feature kept
 as rows has none). It is versioned as a whole. A state written by an older
-release is upgraded step by step through `MIGRATIONS` when it is loaded; one
-that cannot be (written by a newer release, or damaged) raises `StateError`,
-and the agent starts that partition afresh instead of crash-looping.
+release is upgraded step by step through `MIGRATIONS` when it is loaded. One
+written by a newer release raises `NewerState`: the agent leaves it untouched
+for a replica that can read it. One that is damaged raises `StateError`: the
+agent sets it aside in the store and starts that partition afresh at its
+offset instead of crash-looping. A release that adds or changes a section
+raises `STATE_VERSION`, so an older one never mistakes it for its own.
 
 A frozen baseline's vocabulary is shared, not copied: the state holds a
 reference to it and its checkpoint names it by version.
@@ -41,6 +44,10 @@ Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 class StateError(ValueError):
     """A checkpointed state this release cannot read."""
+
+
+class NewerState(StateError):
+    """A checkpointed state written by a newer release: this one must neither read nor overwrite it."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +180,7 @@ class PartitionState:
         """Restore a checkpointed state, upgrading an older version first; `features` and `configs`
         as for a new state."""
         data = migrate(data)
-        version = data["baseline"]
+        version = data.get("baseline")
         if version is not None and version not in baselines:
             raise StateError(f"baseline {version!r} is not available")
         state = cls(config, None if version is None else baselines[version], features, **configs)
@@ -183,7 +190,7 @@ class PartitionState:
             state.vocabulary = Vocabulary.from_dict(data["vocabulary"])
             for name, feature in state.features.items():
                 feature.restore(data.get(name), sealed)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise StateError(f"damaged state: {exc!r}") from None
         return state
 
@@ -216,6 +223,8 @@ def migrate(data: dict[str, Any], migrations: Mapping[int, Migration] = MIGRATIO
             latest: int = STATE_VERSION) -> dict[str, Any]:
     """Bring a checkpointed state to `latest`, one version at a time."""
     version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > latest:
+        raise NewerState(f"state version {version} was written by a newer release (this one reads 1 to {latest})")
     if not isinstance(version, int) or not 1 <= version <= latest:
         raise StateError(f"unsupported state version {version!r} (this release reads 1 to {latest})")
     while version < latest:

@@ -14,7 +14,7 @@ import pytest
 from agent import synth
 from agent.core import state as state_module
 from agent.core.config import CoreConfig
-from agent.core.state import STATE_VERSION, PartitionState, SharedVocabulary, StateError, migrate
+from agent.core.state import STATE_VERSION, NewerState, PartitionState, SharedVocabulary, StateError, migrate
 from agent.core.tally import from_items
 from agent.core.vocabulary import Vocabulary
 
@@ -59,11 +59,22 @@ def test_a_future_version_bump_migrates_step_by_step(v1, monkeypatch):
 
 
 @pytest.mark.parametrize("data", [
-    {"version": STATE_VERSION + 1}, {"version": 0}, {"version": "1"}, {}, [], None,
-    {"version": 2, "baseline": None, "labels": {}, "vocabulary": {}, "windows": {}},  # damaged
+    {"version": 0}, {"version": "1"}, {"version": True}, {}, [], None, {"version": 2},
+    {"version": 2, "baseline": None, "labels": {}, "vocabulary": {}, "windows": {}},
+    {"version": 2, "baseline": None, "labels": "damaged", "vocabulary": {}},
 ])
-def test_an_unreadable_state_is_a_state_error(data):
-    with pytest.raises(StateError):
+def test_a_damaged_state_is_a_state_error_not_a_newer_one(data):
+    with pytest.raises(StateError) as raised:
+        PartitionState.from_dict(CoreConfig(), data)
+    assert not isinstance(raised.value, NewerState)
+
+
+@pytest.mark.parametrize("data", [
+    {"version": STATE_VERSION + 1},
+    {"version": STATE_VERSION + 1, "baseline": None, "labels": {}, "a_section_to_come": {"rows": [1]}},
+])
+def test_a_state_of_a_newer_release_is_a_newer_state(data):
+    with pytest.raises(NewerState):
         PartitionState.from_dict(CoreConfig(), data)
 
 

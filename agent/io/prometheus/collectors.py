@@ -180,6 +180,16 @@ class HealthCollector:
                                      "Partitions started afresh because their topic was recreated or its log lost.")
         resets.add_metric([], health.resets)
         yield resets
+        aside = CounterMetricFamily(f"{PREFIX}checkpoints_set_aside",
+                                    "Damaged checkpoints kept aside in the store, their partitions started afresh.")
+        aside.add_metric([], health.set_aside)
+        yield aside
+        unreadable = GaugeMetricFamily(f"{PREFIX}partition_unreadable",
+                                       "1 for each assigned partition left paused because this release cannot read "
+                                       "its checkpoint (reason newer_release).", labels=["topic", "partition", "reason"])
+        for (topic, partition), reason in sorted(health.unreadable.items()):
+            unreadable.add_metric([topic, str(partition), reason], 1)
+        yield unreadable
         checkpoints = CounterMetricFamily(f"{PREFIX}checkpoints", "Checkpoint transactions by outcome.",
                                           labels=["outcome"])
         for outcome in ("ok", "error"):

@@ -47,6 +47,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     inspect,
+    literal,
     make_url,
     select,
     text,
@@ -149,6 +150,27 @@ class Store:
             "ragdrift_buckets",
             self.metadata,
             *_partition_key(),
+            Column("bucket", BigInteger, primary_key=True),
+            Column("tally", LargeBinary, nullable=False),
+        )
+        # Checkpoints this release found damaged, kept with their buckets rather than deleted
+        # (`set_aside`): a person, or a later release, may still read them.
+        self.set_aside_states = Table(
+            "ragdrift_set_aside",
+            self.metadata,
+            *_partition_key(),
+            Column("set_aside_at", Float, primary_key=True),
+            Column("reason", String(255), nullable=False),
+            Column("next_offset", BigInteger, nullable=False),
+            Column("state", LargeBinary, nullable=False),
+            Column("updated_at", Float, nullable=False),
+            Column("topic_id", String(64), nullable=True),
+        )
+        self.set_aside_buckets = Table(
+            "ragdrift_set_aside_buckets",
+            self.metadata,
+            *_partition_key(),
+            Column("set_aside_at", Float, primary_key=True),
             Column("bucket", BigInteger, primary_key=True),
             Column("tally", LargeBinary, nullable=False),
         )
@@ -320,25 +342,54 @@ class Store:
         try:  # one snapshot for both reads, so a concurrent checkpoint cannot tear them
             with self.engine.connect().execution_options(isolation_level=self._snapshot_isolation) as conn, conn.begin():
                 row = conn.execute(query).first()
-                sealed = [[r.bucket, orjson.loads(r.tally)] for r in conn.execute(sealed_query)] if row else []
+                buckets = [(r.bucket, r.tally) for r in conn.execute(sealed_query)] if row else []
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot load checkpoint: {self.describe(exc, detail=True)}") from exc
         if row is None:
             return None
-        return Checkpoint(topic, partition, row.next_offset, orjson.loads(row.state), sealed, topic_id=row.topic_id)
+        try:
+            state = orjson.loads(row.state)
+            sealed = [[bucket, orjson.loads(tally)] for bucket, tally in buckets]
+        except orjson.JSONDecodeError:  # damaged: the restore refuses it as a state of no version
+            state, sealed = None, []
+        return Checkpoint(topic, partition, row.next_offset, state, sealed, topic_id=row.topic_id)
+
+    def set_aside(self, group_id: str, topic: str, partition: int, reason: str,
+                  joined: Iterable[Joined] = ()) -> None:
+        """Move a partition's checkpoint and its buckets, as stored, into the set-aside tables, and
+        drop what `joined` drops with it, in one transaction: the partition then starts afresh while
+        what it held is kept for a person to read."""
+        now = time.time()
+        c, b = self.checkpoints.c, self.buckets.c
+        kept = [literal(now, Float).label("set_aside_at"), literal(reason[:255], String).label("reason")]
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(self.set_aside_states.insert().from_select(
+                    ["group_id", "topic", "partition", "set_aside_at", "reason", "next_offset", "state",
+                     "updated_at", "topic_id"],
+                    select(c.group_id, c.topic, c.partition, *kept, c.next_offset, c.state, c.updated_at,
+                           c.topic_id).where(*_of(self.checkpoints, group_id, topic, partition))))
+                conn.execute(self.set_aside_buckets.insert().from_select(
+                    ["group_id", "topic", "partition", "set_aside_at", "bucket", "tally"],
+                    select(b.group_id, b.topic, b.partition, kept[0], b.bucket, b.tally).where(
+                        *_of(self.buckets, group_id, topic, partition))))
+                self._forget(conn, group_id, topic, partition, joined)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot set the checkpoint aside: {self.describe(exc, detail=True)}") from exc
 
     def reset(self, group_id: str, topic: str, partition: int, joined: Iterable[Joined] = ()) -> None:
         """Forget a partition's checkpoint (its log was recreated), and whatever `joined` drops with it."""
         try:
             with self.engine.begin() as conn:
-                conn.execute(delete(self.checkpoints).where(
-                    *_of(self.checkpoints, group_id, topic, partition)))
-                conn.execute(delete(self.buckets).where(
-                    *_of(self.buckets, group_id, topic, partition)))
-                for write in joined:
-                    write(conn)
+                self._forget(conn, group_id, topic, partition, joined)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot reset checkpoint: {self.describe(exc, detail=True)}") from exc
+
+    def _forget(self, conn: Connection, group_id: str, topic: str, partition: int, joined: Iterable[Joined]) -> None:
+        conn.execute(delete(self.checkpoints).where(*_of(self.checkpoints, group_id, topic, partition)))
+        conn.execute(delete(self.buckets).where(*_of(self.buckets, group_id, topic, partition)))
+        for write in joined:
+            write(conn)
 
     def ping(self) -> bool:
         try:
