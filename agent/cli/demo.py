@@ -6,15 +6,21 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from agent.cli.common import UsageError
+from agent.cli.common import UsageError, finite
+
+# Events per second: at the lowest, one event in 100 s; faster than the
+# highest, one Python producer falls behind and the schedule means nothing.
+MIN_RATE, MAX_RATE = 0.01, 100_000
 
 
 def add_parser(commands) -> None:
     demo_ = commands.add_parser("demo", help="embedded broker, live traffic with incidents, and the agent")
-    demo_.add_argument("--rate", type=float, default=50.0, help="events per second")
+    demo_.add_argument("--rate", type=finite, default=50.0,
+                       help=f"events per second ({MIN_RATE:g} to {MAX_RATE:g})")
     demo_.add_argument("--port", type=int, default=9108, help="metrics port (0 picks a free one)")
-    demo_.add_argument("--minutes", type=float, default=0, help="stop after this many minutes (0: until Ctrl-C)")
+    demo_.add_argument("--minutes", type=finite, default=0, help="stop after this many minutes (0: until Ctrl-C)")
     demo_.add_argument("--seed", type=int, default=1)
     demo_.add_argument("--dir", default="ragdrift-demo", metavar="DIR",
                        help="where the demo keeps its store, batches and configuration (default: ragdrift-demo)")
@@ -24,9 +30,21 @@ def add_parser(commands) -> None:
 def demo(args: argparse.Namespace) -> int:
     from agent.demo.app import Demo
     from agent.demo.broker import BrokerMissing, tansu_bin
+    from agent.io.settings import checks
 
+    # Every argument before the broker starts: afterwards a bad one would stop a thread, not the demo.
+    if not MIN_RATE <= args.rate <= MAX_RATE:
+        raise UsageError(f"--rate {args.rate:g}: expected events per second from {MIN_RATE:g} to {MAX_RATE:g}")
+    if args.minutes < 0:
+        raise UsageError(f"--minutes {args.minutes:g}: expected 0 (until Ctrl-C) or more")
     if not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port}: expected a TCP port (0 picks a free one)")
+    if not checks.path(args.dir):
+        raise UsageError("--dir: expected a directory path")
+    try:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, say
+        raise UsageError(f"--dir {args.dir!r}: cannot make the directory: {exc.strerror}") from None
     try:
         tansu_bin()  # before anything starts: without the `demo` extra, one line that says what to install
     except BrokerMissing as exc:

@@ -88,9 +88,9 @@ class Demo:
         return 0
 
     def _configure(self, bootstrap: str) -> Path:
-        """The demo's directory: a fresh store (the embedded broker keeps
-        nothing across runs), batches kept, and the configuration file."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """The demo's directory (made by the command, before anything starts):
+        a fresh store (the embedded broker keeps nothing across runs), batches
+        kept, and the configuration file."""
         store = self.directory / "state.db"
         for stale in self.directory.glob("state.db*"):
             stale.unlink()
