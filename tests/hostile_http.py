@@ -12,6 +12,8 @@ cut_chunked           chunked, one chunk, then the connection closes
 big(bytes=N)          N bytes (chunked: no Content-Length)
 nested(depth=N)       a JSON list nested N deep
 json(body=TEXT)       200 with TEXT
+slow(body=TEXT, seconds=S)  200 with TEXT after S seconds (each answer is quick
+                      enough: only a deadline over several requests stops them)
 status(code=N)        N with a JSON {"detail": ...} body
 echo(code=N)          N with a JSON {"detail": ...} quoting the request's
                       Authorization header, path and query: the worst case for leaks
@@ -83,6 +85,10 @@ def _handler(hostile: HostileServer):
 
         def _json(self, options) -> None:
             self._send(200, options["body"].encode())
+
+        def _slow(self, options) -> None:
+            hostile.stop.wait(options["seconds"])
+            self._json(options)
 
         def _status(self, options) -> None:
             self._send(int(options["code"]), b'{"detail": "refused"}')

@@ -55,7 +55,7 @@ def test_a_redirect_to_another_port_is_refused_too(capsys, token_file, config):
 def test_a_trickling_server_fails_the_pull_at_its_timeout(capsys, token_file, config):
     with HostileServer("trickle") as server:
         code, err = pull(capsys, server.url, token_file, config, "--timeout", "1")
-    assert code == 2 and "no complete answer within 1 s" in err
+    assert code == 2 and "no complete answer within the command's deadline of 1 s" in err
 
 
 @pytest.mark.parametrize("behaviour", ["cut", "cut_chunked"])

@@ -41,6 +41,16 @@ def positive(text: str) -> float:
     return value
 
 
+def http_url(url: str, flag: str) -> str:
+    """`url`, unless it is not an http:// or https:// URL with a host (the
+    check of the configuration's URLs); the error never shows it."""
+    from agent.io.settings import checks
+
+    if not checks.http_url(url):
+        raise UsageError(f"{flag} must be an http:// or https:// URL with a host")
+    return url
+
+
 def progress(total: int | None = None):
     """A progress bar on stderr, only when a person is watching it."""
     from tqdm import tqdm

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from agent.cli.common import UsageError, at_least, open_store, positive
+from agent.cli.common import UsageError, at_least, http_url, open_store, positive
 from agent.cli.report import add_report
 from agent.cli.run import settings_from
 
@@ -78,13 +78,15 @@ def import_files(args: argparse.Namespace) -> int:
 
 def pull_project(args: argparse.Namespace) -> int:
     from agent.core.judgments.importing import parse_label_studio
+    from agent.io.http.fetch import Deadline
     from agent.io.label_studio.client import LabelStudio, LabelStudioError, TooLarge, token_from
 
     at_least(args.project, 1, "--project")
+    url = http_url(args.label_studio_url, "--label-studio-url")
     settings = settings_from(args.config)
     try:
         token = token_from(args.label_studio_token_file, settings.judgment.label_studio.token_env)
-        client = LabelStudio(args.label_studio_url, token, timeout=args.timeout, budget=args.timeout,
+        client = LabelStudio(url, token, timeout=args.timeout, deadline=Deadline(args.timeout),
                              max_bytes=int(args.max_export_mb * 1_000_000))
         exported = client.export_annotations(args.project)
     except TooLarge as exc:

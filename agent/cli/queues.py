@@ -8,7 +8,7 @@ import sys
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from agent.cli.common import UsageError, at_least, open_store
+from agent.cli.common import UsageError, at_least, http_url, open_store, positive
 from agent.cli.run import settings_from
 
 _NAMED = 20  # unreadable rows named by event id; the count covers the rest
@@ -48,6 +48,9 @@ def _label_studio_options(parser, url_help: str) -> None:
     parser.add_argument("--label-studio-token-file", metavar="FILE",
                         help="file holding the Label Studio API token "
                              "(default: judgment.label_studio.token_file, else $LABEL_STUDIO_TOKEN)")
+    parser.add_argument("--timeout", type=positive, metavar="SECONDS",
+                        help="time for every request of the command together: the resolver's, Label Studio's "
+                             "(default: judgment.batch_timeout_seconds)")
 
 
 @contextmanager
@@ -69,7 +72,7 @@ def build_batch(args: argparse.Namespace) -> int:
     with _queue(settings, write=True) as queue, _one_line():
         try:
             built = batch.build(settings, queue, week, args.out, args.format == "label-studio", target,
-                                args.partial, now)
+                                args.partial, now, _deadline(settings, args.timeout))
         except batch.NotPushed as exc:  # recorded: say so, then why Label Studio has not got it
             _print_built(exc.built)
             raise
@@ -85,9 +88,9 @@ def push_batch(args: argparse.Namespace) -> int:
     url = args.label_studio_url or settings.judgment.label_studio.url
     if not url:
         raise UsageError("no Label Studio to push to: pass --label-studio-url or set judgment.label_studio.url")
+    target = _target(settings, url, args.label_studio_token_file)
     with _queue(settings, write=True) as queue, _one_line():
-        project = batch.push(queue, settings.kafka.group_id, args.batch,
-                             _target(settings, url, args.label_studio_token_file))
+        project = batch.push(queue, settings.kafka.group_id, args.batch, target, _deadline(settings, args.timeout))
     print(f"{args.batch}: Label Studio project {project} at {redact_url(url)}")
     return 0
 
@@ -96,7 +99,14 @@ def _target(settings, url: str, token_file: str | None):
     from agent.jobs.batch import Target
 
     ls = settings.judgment.label_studio
-    return Target(url, token_file or ls.token_file, ls.token_env)
+    return Target(http_url(url, "--label-studio-url"), token_file or ls.token_file, ls.token_env)
+
+
+def _deadline(settings, timeout: float | None):
+    """The command's deadline, from now: `--timeout`, else the configured one."""
+    from agent.io.http.fetch import Deadline
+
+    return Deadline(timeout or settings.judgment.batch_timeout_seconds)
 
 
 def _print_built(built) -> None:

@@ -15,6 +15,9 @@ does not exist, is refused.
 
 Pushing the batch to Label Studio is a step of its own, after the batch is
 recorded: when Label Studio fails, the batch stays and `push` retries.
+A build or a push has one `Deadline` (`judgment.batch_timeout_seconds`, or
+the command's `--timeout`): the resolver's call and every Label Studio
+request draw from it together.
 The weekly job runs under a lock every replica respects and skips a week
 that already has its batch.
 """
@@ -33,6 +36,7 @@ from agent.core import batch as batches
 from agent.core.sampling import SIGNALS, UNIFORM, iso_week, shift_week, week_bounds
 from agent.io.files import batch_files
 from agent.io.http import resolver
+from agent.io.http.fetch import Deadline
 from agent.io.label_studio import client as label_studio
 from agent.io.settings.agent import Settings
 from agent.io.settings.judgment import THRESHOLDS, risk_config
@@ -140,13 +144,16 @@ def running(week: str, now: float, partial: bool) -> bool:
 
 
 def build(settings: Settings, queue: Queue, week: str, out: str | None = None, label_studio_files: bool = False,
-          target: Target | None = None, partial: bool = False, now: float | None = None) -> Built:
+          target: Target | None = None, partial: bool = False, now: float | None = None,
+          deadline: Deadline | None = None) -> Built:
     """Build and record `week`'s batch (partial while it runs, if allowed),
     then push it to Label Studio if `target` is given.
     `WeekError` when the week cannot be built, `BatchExists` when it already
     has its batch, `NotPushed` when the batch is recorded but not pushed.
     `now` (default: the clock) decides which weeks have ended; the batch
-    is recorded with the time it was built."""
+    is recorded with the time it was built. Its requests share `deadline`
+    (default: `judgment.batch_timeout_seconds` from now)."""
+    deadline = deadline or Deadline(settings.judgment.batch_timeout_seconds)
     partial = running(week, time.time() if now is None else now, partial)
     group = settings.kafka.group_id
     if not partial and (existing := queue.batch_of(group, week)) is not None:
@@ -159,25 +166,25 @@ def build(settings: Settings, queue: Queue, week: str, out: str | None = None, l
         queue.record_batch(group, week, batch.batch_id, time.time(), same["items"], same["directory"])
         built = Built(week, batch.batch_id, Path(same["directory"]), same["items"])
     else:
-        built = _written(settings, queue, batch, out, label_studio_files or target is not None, partial)
+        built = _written(settings, queue, batch, out, label_studio_files or target is not None, partial, deadline)
     log.info("judgment batch built", extra={"week": week, "batch": built.batch_id, "items": built.items,
                                            "directory": str(built.directory), "partial": partial})
     if target is None:
         return built
     try:
-        project = push(queue, group, built.batch_id, target)
+        project = push(queue, group, built.batch_id, target, deadline)
     except (label_studio.LabelStudioError, batch_files.ExportError, StoreError) as exc:
         raise NotPushed(built, str(exc)) from None
     return Built(built.week, built.batch_id, built.directory, built.items, partial, project)
 
 
 def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | None, label_studio_files: bool,
-             partial: bool) -> Built:
+             partial: bool, deadline: Deadline) -> Built:
     """The batch's files, resolved, written and recorded."""
     r = settings.judgment.resolver
     texts = resolver.resolve(
         r.kind, [i["query"]["id"] for i in batch.items], [c["chunk_id"] for i in batch.items for c in i["chunks"]],
-        path=r.path, command=r.command, url=r.url, timeout=r.timeout_seconds,
+        path=r.path, command=r.command, url=r.url, timeout=r.timeout_seconds, deadline=deadline,
     )
     items = batch_files.blinded_items(batch, texts)
     extra = {}
@@ -191,22 +198,36 @@ def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | 
     return Built(batch.manifest["week"], batch.batch_id, directory, len(items), partial)
 
 
-def push(queue: Queue, group: str, batch_id: str, target: Target) -> int:
+def push(queue: Queue, group: str, batch_id: str, target: Target, deadline: Deadline) -> int:
     """Create a Label Studio project of a recorded batch's tasks (its
-    label-studio/ files, else its items) and record it; the project's id."""
+    label-studio/ files, else its items) and record it; the project's id.
+    Its requests share `deadline`."""
     row = queue.batch(group, batch_id)
     if row is None:
         raise NoSuchBatch(f"{batch_id} is not a known batch")
-    written = batch_files.read_label_studio(row["directory"])
-    if written is None:  # built without --format label-studio
-        written = label_studio.labeling_config(label_studio.TAGS), label_studio.tasks(batch_files.read_items(row["directory"]))
-    config, tasks = written
-    client = label_studio.LabelStudio(target.url, label_studio.token_from(target.token_file, target.token_env))
+    config, tasks = _tasks(Path(row["directory"]))
+    client = label_studio.LabelStudio(target.url, label_studio.token_from(target.token_file, target.token_env),
+                                      deadline=deadline)
     project = client.create_project(f"ragdrift {batch_id}", config)
     client.import_tasks(project, tasks)
     queue.record_project(group, batch_id, project, time.time())
     log.info("judgment batch pushed to Label Studio", extra={"batch": batch_id, "label_studio_project": project})
     return project
+
+
+def _tasks(directory: Path) -> tuple[str, list[dict]]:
+    """A batch's Label Studio configuration and tasks: its label-studio/ files,
+    else made from its items (built without --format label-studio);
+    `ExportError` naming a file that holds no tasks or items."""
+    written = batch_files.read_label_studio(directory)
+    try:
+        if written is not None:
+            file = directory / "label-studio" / "tasks.json"
+            return written[0], label_studio.checked_tasks(written[1])
+        file = directory / "items.jsonl"
+        return label_studio.labeling_config(label_studio.TAGS), label_studio.tasks(batch_files.read_items(directory))
+    except ValueError as exc:
+        raise batch_files.ExportError(f"cannot push {file}: {exc}") from None
 
 
 def weekly(settings: Settings, queue: Queue, now: float | None = None) -> Built | None:

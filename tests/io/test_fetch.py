@@ -5,11 +5,13 @@ an error, never a short or endless body."""
 from __future__ import annotations
 
 import base64
+import socket
+import threading
 import traceback
 
 import pytest
 
-from agent.io.http.fetch import AnswerTooLarge, FetchError, fetch
+from agent.io.http.fetch import AnswerTooLarge, Deadline, FetchError, fetch
 from tests.hostile_http import HostileServer
 
 TOKEN = "Token s3cr3t-t0ken-value-0123456789"
@@ -77,7 +79,7 @@ def test_a_user_and_password_in_the_url_are_basic_credentials_and_never_shown():
         with pytest.raises(FetchError) as info:
             fetch(url + "/x?token=token-in-query-value", timeout=5)
     assert server.requests[0][2] == "Basic " + base64.b64encode(b"judge:pa@ss-w0rd-value").decode()
-    assert info.value.status == 500 and info.value.body == b'{"detail": "refused"}'
+    assert info.value.status == 500 and str(info.value) == "HTTP 500 (an answer of 21 bytes, not shown)"
     assert "pa@ss-w0rd-value" not in shown(info.value) and "pa%40ss" not in shown(info.value)
     assert "token-in-query-value" not in shown(info.value)
 
@@ -88,3 +90,46 @@ def test_an_unreachable_server_is_an_error_without_the_urls_secrets():
     with pytest.raises(FetchError, match="no answer") as info:
         fetch(url.replace("http://", "http://u:hidden-pw-value@") + "/?token=hidden-token-value", timeout=2)
     assert "hidden" not in shown(info.value)
+
+
+@pytest.mark.parametrize("scheme", ["file", "ftp", "data"])
+def test_only_http_urls_with_a_host_are_requested(tmp_path, scheme):
+    judged = tmp_path / "items.jsonl"
+    judged.write_text('{"query": {"text": "judged query text"}}\n')
+    url = {"file": f"file://{judged}", "ftp": "ftp://127.0.0.1:1/items.jsonl",
+           "data": "data:application/json,%7B%22judged%20query%20text%22%3A1%7D"}[scheme]
+    with pytest.raises(FetchError, match=r"http:// or https:// with a host") as info:
+        fetch(url, timeout=5)
+    assert "judged query text" not in shown(info.value)
+
+
+def test_a_deadline_bounds_the_requests_together():
+    """Each answer comes well within its own timeout; together they outlast the deadline."""
+    deadline = Deadline(1)
+    with HostileServer("slow", seconds=0.4, body="{}") as server, pytest.raises(FetchError) as info:
+        for _ in range(4):
+            fetch(server.url, timeout=5, deadline=deadline)
+    assert "the command's deadline of 1 s" in str(info.value)
+
+
+def test_a_name_whose_resolution_hangs_is_bounded_by_the_deadline(monkeypatch):
+    """The system's resolver cannot be made to hang offline: getaddrinfo is
+    made to, until the test lets it go (or a minute passes, so a request that
+    waits for it fails the test rather than hanging it)."""
+    release, returned = threading.Event(), threading.Event()
+    real = socket.getaddrinfo
+
+    def hanging(host, *args, **kwargs):
+        if host != "hangs.example":
+            return real(host, *args, **kwargs)
+        release.wait(60)
+        returned.set()
+        raise socket.gaierror(socket.EAI_AGAIN, "released by the test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    try:
+        with pytest.raises(FetchError, match=r"no complete answer within the command.s deadline of 0\.5 s"):
+            fetch("http://hangs.example/", timeout=5, deadline=Deadline(0.5))
+        assert not returned.is_set()  # the request gave up on the resolver, not the other way round
+    finally:
+        release.set()

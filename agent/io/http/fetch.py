@@ -8,6 +8,15 @@ here a redirect is followed only within the request's origin (scheme, host
 and port), and one elsewhere is an error naming its target. The answer is
 read up to a bound, and an answer cut short is an error, not a short body.
 A user and password in the URL are sent as HTTP Basic credentials.
+Only an http:// or https:// URL with a host is requested (urllib would also
+read file:, ftp: and data: URLs). An error answer's body is never shown (it
+may quote what was sent): only its status and length.
+
+A command's requests share one `Deadline`, counted from the first: each
+request gets what is left of it (at most its own timeout). The host name's
+resolution is bounded with the rest: it runs in a thread the request stops
+waiting for at the deadline (a system resolver that hangs holds that
+thread, not the request).
 """
 
 from __future__ import annotations
@@ -23,29 +32,55 @@ import urllib.request
 from collections.abc import Mapping
 
 from agent.io.secrets import redact_url, scrub
+from agent.io.settings.checks import http_url
 
 _CHUNK = 1 << 16
-_ERROR_BODY = 1 << 16  # of an error answer, only what a message can quote
+_ERROR_BODY = 1 << 16  # of an error answer, read only to say its length
 _PORTS = {"http": 80, "https": 443}
 
 
 class FetchError(RuntimeError):
-    """The request failed: `status` is the HTTP status (None without one), `body` an error answer's start."""
+    """The request failed: `status` is the HTTP status (None without one)."""
 
-    def __init__(self, message: str, status: int | None = None, body: bytes = b"") -> None:
+    def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
-        self.body = body
 
 
 class AnswerTooLarge(FetchError):
     """The answer is larger than the request's bound."""
 
 
+class Deadline:
+    """A command's time for every request it makes, together, counted from its first request."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._end: float | None = None
+
+    def __str__(self) -> str:
+        return f"the command's deadline of {self.seconds:g} s"
+
+    def within(self, timeout: float) -> float:
+        """`timeout`, cut to the time left; `FetchError` when none is."""
+        if self._end is None:
+            self._end = time.monotonic() + self.seconds
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise FetchError(f"{self} has passed")
+        return min(timeout, left)
+
+    def passed(self) -> bool:
+        return self._end is not None and time.monotonic() >= self._end
+
+
 def fetch(url: str, *, method: str = "GET", data: bytes | None = None, headers: Mapping[str, str] | None = None,
-          timeout: float, max_bytes: int | None = None) -> bytearray:
-    """The body of a 2xx answer, read whole within `timeout` seconds; else `FetchError`."""
-    watchdog = _Watchdog(timeout)
+          timeout: float, max_bytes: int | None = None, deadline: Deadline | None = None) -> bytearray:
+    """The body of a 2xx answer, read whole within `timeout` seconds (and
+    within `deadline`); else `FetchError`."""
+    if not http_url(url):
+        raise FetchError("not a URL that can be requested (http:// or https:// with a host)")
+    watchdog = _Watchdog(timeout if deadline is None else deadline.within(timeout))
     opener = urllib.request.build_opener(_SameOrigin(), _HTTPHandler(watchdog), _HTTPSHandler(watchdog))
     with watchdog:
         try:
@@ -55,17 +90,19 @@ def fetch(url: str, *, method: str = "GET", data: bytes | None = None, headers: 
                 body = _read(answer, max_bytes)
         except urllib.error.HTTPError as exc:
             with exc:
-                error_body = b"" if watchdog.fired else _quietly(exc.read, _ERROR_BODY)
-            raise FetchError(f"HTTP {exc.code}", exc.code, error_body) from None
+                length = 0 if watchdog.passed() else len(_quietly(exc.read, _ERROR_BODY))
+            raise FetchError(f"HTTP {exc.code} (an answer of {length} bytes, not shown)", exc.code) from None
         except FetchError:
-            if not watchdog.fired:
+            if not watchdog.passed():
                 raise
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            if not watchdog.fired:
+            if not watchdog.passed():
                 raise FetchError(_describe(exc)) from None
         else:
-            if not watchdog.fired:
+            if not watchdog.passed():
                 return body
+    if deadline is not None and deadline.passed():
+        raise FetchError(f"no complete answer within {deadline}")
     raise FetchError(f"no complete answer within {timeout:.3g} s")
 
 
@@ -165,25 +202,67 @@ class _Watchdog:
                 sock.close()
             self._sockets.clear()
 
-    def connect(self, address, timeout=None, source_address=None, *args) -> socket.socket:
-        """`socket.create_connection` within the deadline, watched."""
+    def passed(self) -> bool:
+        return self.fired or time.monotonic() >= self.deadline
+
+    def connect(self, address, timeout=None, source_address=None) -> socket.socket:
+        """`socket.create_connection` within the deadline, the name's resolution included, watched."""
+        host, port = address
+        error: OSError = OSError(f"{host} has no address")
+        for family, kind, proto, _, where in _resolved(host, port, self._left()):
+            per_operation = timeout if isinstance(timeout, (int, float)) else self._left()
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(min(per_operation, self._left()))
+                if source_address:
+                    sock.bind(source_address)
+                sock.connect(where)
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            sock.settimeout(per_operation)
+            with self._lock:
+                self._sockets.append(sock.dup())
+                if self.fired:
+                    _shut(sock)
+            return sock
+        raise error
+
+    def _left(self) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("deadline passed")
-        per_operation = timeout if isinstance(timeout, (int, float)) else left
-        sock = socket.create_connection(address, min(per_operation, left), source_address, *args)
-        sock.settimeout(per_operation)
-        with self._lock:
-            self._sockets.append(sock.dup())
-            if self.fired:
-                _shut(sock)
-        return sock
+        return left
 
     def _fire(self) -> None:
         with self._lock:
             self.fired = True
             for sock in self._sockets:
                 _shut(sock)
+
+
+def _resolved(host: str, port: int, timeout: float) -> list:
+    """`socket.getaddrinfo` of a TCP connection, given up after `timeout` seconds:
+    the system's resolver has no timeout of its own, so it runs in a thread."""
+    found: list = []
+    failed: list[Exception] = []
+    done = threading.Event()
+
+    def resolve() -> None:
+        try:
+            found.extend(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except Exception as exc:  # raised again in the request's thread, as create_connection would
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=resolve, name="ragdrift-resolve", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"resolving {host} took longer than the request may")
+    if failed:
+        raise failed[0]
+    return found
 
 
 def _shut(sock: socket.socket) -> None:

@@ -11,11 +11,12 @@ the store, metrics or logs. Three kinds, chosen by `judgment.resolver.kind`:
 - `http`: the same request POSTed as JSON to a URL, the same answer back.
 
 An id the resolver does not know stays without text, and the item keeps its id.
-`timeout` bounds the whole call: a command's process group is killed when it
-passes (its children too), and an http request is one bounded request of
+`timeout` bounds the whole call, and so does the `deadline` of the command
+the call is part of: a command's process group is killed when either passes
+(its children too), and an http request is one bounded request of
 agent/io/http/fetch.py (redirects only within the URL's origin, a user and
 password in the URL sent as Basic credentials). Errors show the URL with its
-credentials masked.
+credentials masked, and never what the resolver answered.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.io.http.fetch import FetchError, fetch
+from agent.core.judgments.untrusted import loads
+from agent.io.http.fetch import Deadline, FetchError, fetch
 from agent.io.secrets import redact_url
 
 
@@ -42,8 +44,9 @@ class Texts:
 
 
 def resolve(kind: str, queries: list[str], chunks: list[str], *, path: str | None = None,
-            command: list[str] | None = None, url: str | None = None, timeout: float = 30.0) -> Texts:
-    """Ask the configured resolver for the texts of these ids."""
+            command: list[str] | None = None, url: str | None = None, timeout: float = 30.0,
+            deadline: Deadline | None = None) -> Texts:
+    """Ask the configured resolver for the texts of these ids, within `timeout` and `deadline`."""
     if kind == "none":
         return Texts()
     if kind == "file":
@@ -52,26 +55,30 @@ def resolve(kind: str, queries: list[str], chunks: list[str], *, path: str | Non
     request = json.dumps({"queries": sorted(set(queries)), "chunks": sorted(set(chunks))}).encode()
     if kind == "command":
         assert command is not None, "the settings give a command resolver its command"
-        return _from_command(command, request, timeout)
+        who = f"resolver command {command[0]!r}"
+        try:
+            limit = timeout if deadline is None else deadline.within(timeout)
+        except FetchError as exc:
+            raise ResolverError(f"{who}: {exc}") from None
+        return _from_command(command, request, limit, who)
     if kind == "http":
         assert url is not None, "the settings give an http resolver its url"
         who = f"resolver {redact_url(url)}"
         try:
             body = fetch(url, method="POST", data=request, headers={"Content-Type": "application/json"},
-                         timeout=timeout)
+                         timeout=timeout, deadline=deadline)
         except FetchError as exc:
             raise ResolverError(f"{who} failed: {exc}") from None
         return _answer(body, who)
     raise ResolverError(f"unknown resolver kind {kind!r}")
 
 
-def _from_command(command: list[str], request: bytes, timeout: float) -> Texts:
+def _from_command(command: list[str], request: bytes, timeout: float, who: str) -> Texts:
     """Run the command in a process group of its own, killed whole when it times out or is done.
 
     Its answer ends when its stdout closes: a child it leaves running with
     stdout open holds the call until the timeout. Its stderr is discarded (it
     may quote text)."""
-    who = f"resolver command {command[0]!r}"
     try:
         child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  start_new_session=True)
@@ -105,7 +112,7 @@ def _from_file(path: Path, queries: set[str], chunks: set[str]) -> Texts:
                 if not line.strip():
                     continue
                 try:
-                    entry = json.loads(line)
+                    entry = loads(line)
                     kind, id_, text = entry["kind"], entry["id"], entry["text"]
                 except (ValueError, KeyError, TypeError):
                     raise ResolverError(f"resolver file {path}: line {n} is not a resolver entry") from None
@@ -120,8 +127,8 @@ def _from_file(path: Path, queries: set[str], chunks: set[str]) -> Texts:
 
 def _answer(body: bytes | bytearray, who: str) -> Texts:
     try:
-        doc = json.loads(body)
+        doc = loads(body.decode())
         return Texts({str(k): str(v) for k, v in doc.get("queries", {}).items()},
                      {str(k): str(v) for k, v in doc.get("chunks", {}).items()})
-    except (ValueError, AttributeError, RecursionError):
+    except (ValueError, AttributeError):
         raise ResolverError(f"{who} did not answer with the resolver's JSON") from None

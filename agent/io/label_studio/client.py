@@ -20,13 +20,16 @@ access token, sent as ``Authorization: Bearer <access>`` and renewed once on
 a 401. Tokens never appear in an error message, and never go to another
 origin: every call is one bounded request of agent/io/http/fetch.py (a total
 deadline, an answer size bound, redirects only within the configured origin).
+An error never quotes what the server answered (an answer may hold task
+data, or what a hostile server makes of it): it names the request, the HTTP
+status and the answer's length, and an answer of the wrong shape is an
+"unexpected answer" from the server, named without its credentials.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
@@ -34,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.judgments.labels import TAGS  # the tags of the labeling config, re-exported
-from agent.io.http.fetch import AnswerTooLarge, FetchError, fetch
+from agent.io.http.fetch import AnswerTooLarge, Deadline, FetchError, fetch
 from agent.io.label_studio.guide import EVIDENCE_GROUPS, GRADES, instructions
 from agent.io.secrets import SecretError, one_line, redact_url, scrub
 
@@ -119,22 +122,43 @@ def tasks(items: Iterable[dict]) -> list[dict]:
     ``data`` holds only what the judge reads (the item id, which the pull
     maps annotations back by, the query, and per chunk its blinded key, its
     number and its text, or its id when the text is null); how many judges
-    an item gets is the task's ``meta``, out of the judges' sight.
+    an item gets is the task's ``meta``, out of the judges' sight. Items are
+    read back from a batch's file: ``ValueError`` names the first (by its
+    place) that is not a batch item.
     """
     out = []
-    for it in items:
-        query = it["query"]
-        chunks = [{"chunk": c["chunk"], "title": f"Chunk {n}",
-                   "text": c["text"] if c.get("text") is not None else f"[chunk id] {c['chunk_id']}"}
-                  for n, c in enumerate(it["chunks"], 1)]
-        if not chunks:
-            raise ValueError(f"item {it['item']!r} has no chunks")
-        out.append({"data": {
-            "item": it["item"],
-            "query": query["text"] if query.get("text") is not None else f"[query id] {query['id']}",
-            "chunks": chunks,
-        }, "meta": {"judges": int(it.get("judges", 1))}})
+    for n, it in enumerate(items, 1):
+        try:
+            out.append(_task(it))
+        except (KeyError, TypeError, AttributeError, ValueError, OverflowError):
+            raise ValueError(f"item {n} is not a batch item (an item id, a query and at least one chunk)") from None
     return out
+
+
+def _task(it: dict) -> dict:
+    query = it["query"]
+    chunks = [{"chunk": c["chunk"], "title": f"Chunk {n}",
+               "text": c["text"] if c.get("text") is not None else f"[chunk id] {c['chunk_id']}"}
+              for n, c in enumerate(it["chunks"], 1)]
+    if not chunks:
+        raise ValueError("no chunks")
+    return {"data": {
+        "item": it["item"],
+        "query": query["text"] if query.get("text") is not None else f"[query id] {query['id']}",
+        "chunks": chunks,
+    }, "meta": {"judges": int(it.get("judges", 1))}}
+
+
+def checked_tasks(doc: Any) -> list[dict]:
+    """Tasks read back from a batch's label-studio/tasks.json: ``ValueError``
+    naming the first (by its place) that is not a task as ``tasks`` makes it."""
+    if not isinstance(doc, list):
+        raise ValueError("not a list of Label Studio tasks")
+    for n, task in enumerate(doc, 1):
+        if not (isinstance(task, dict) and isinstance(task.get("data"), dict)
+                and isinstance(task.get("meta", {}), dict) and _count(_judges(task))):
+            raise ValueError(f"task {n} is not a Label Studio task of a batch (data, and a number of judges)")
+    return doc
 
 
 def token_from(file: str | None, env: str = "LABEL_STUDIO_TOKEN") -> str:
@@ -160,17 +184,17 @@ def token_from(file: str | None, env: str = "LABEL_STUDIO_TOKEN") -> str:
 class LabelStudio:
     """A thin REST client: ``LabelStudio("http://host:8080", token)``.
 
-    ``timeout`` bounds each request from its start to its last byte; ``budget``,
-    when given, bounds every request of the client together (a command's
-    deadline); ``max_bytes`` bounds each answer.
+    ``timeout`` bounds each request from its start to its last byte; a
+    ``deadline``, when given, bounds every request together (the command's,
+    shared with its other requests); ``max_bytes`` bounds each answer.
     """
 
-    def __init__(self, url: str, token: str, timeout: float = 60.0, budget: float | None = None,
+    def __init__(self, url: str, token: str, timeout: float = 60.0, deadline: Deadline | None = None,
                  max_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self._deadline = None if budget is None else time.monotonic() + budget
+        self._deadline = deadline
         self._token = token
         self._pat = token.count(".") == 2 and token.startswith("eyJ")
         self._access: str | None = None
@@ -182,9 +206,8 @@ class LabelStudio:
         """A project judged blind: PROJECT_SETTINGS, the grading guide of
         ``tags`` as its instructions, and a data manager tab without the
         chunks' raw JSON or other judges' results (HIDDEN_COLUMNS)."""
-        project = int(self._call("POST", "/api/projects/", {
-            "title": title, "label_config": config, "expert_instruction": instructions(tags),
-            **PROJECT_SETTINGS})["id"])
+        project = self._created("/api/projects/", {
+            "title": title, "label_config": config, "expert_instruction": instructions(tags), **PROJECT_SETTINGS})
         hidden = list(HIDDEN_COLUMNS)
         self._call("POST", "/api/dm/views/", {"project": project, "data": {
             "title": "Tasks", "hiddenColumns": {"explore": hidden, "labeling": hidden}}})
@@ -192,19 +215,27 @@ class LabelStudio:
 
     def project(self, project_id: int) -> dict:
         """The project as stored: ``label_config``, ``parsed_label_config``, counts."""
-        return self._call("GET", f"/api/projects/{project_id}/")
+        path = f"/api/projects/{project_id}/"
+        answer = self._call("GET", path)
+        if not isinstance(answer, dict):
+            raise self._unexpected("GET", path)
+        return answer
 
     def import_tasks(self, project_id: int, tasks: list[dict]) -> int:
         """Import tasks; returns how many the server created. A task whose
         ``meta.judges`` is 2 gets overlap 2: Label Studio hands it to two judges
         (in the labeling stream, each of them their own annotation only)."""
-        res = self._call("POST", f"/api/projects/{project_id}/import", tasks, {"return_task_ids": "true"})
-        if "task_count" not in res:  # an edition that queues imports answers without a count
-            raise LabelStudioError(f"import into project {project_id} queued, not done: {res}")
-        for task, task_id in zip(tasks, res.get("task_ids", ())):  # ids come in import order
+        path = f"/api/projects/{project_id}/import"
+        res = self._call("POST", path, tasks, {"return_task_ids": "true"})
+        if isinstance(res, dict) and "task_count" not in res:  # an edition that queues imports answers without a count
+            raise LabelStudioError(f"import into project {project_id} queued, not done")
+        count, ids = (res.get("task_count"), res.get("task_ids", [])) if isinstance(res, dict) else (None, None)
+        if not (_count(count, 0) and isinstance(ids, list) and all(_count(i) for i in ids)):
+            raise self._unexpected("POST", path)
+        for task, task_id in zip(tasks, ids):  # ids come in import order
             if (judges := _judges(task)) > 1:
                 self._call("PATCH", f"/api/tasks/{task_id}/", {"overlap": judges})
-        return int(res["task_count"])
+        return count
 
     def project_tasks(self, project_id: int, page_size: int = 100) -> list[dict]:
         """Every task of the project (data, id, annotation counts), page by page."""
@@ -213,9 +244,13 @@ class LabelStudio:
         while True:
             res = self._call("GET", "/api/tasks/", params={
                 "project": project_id, "page": page, "page_size": page_size, "fields": "all"})
-            batch = res["tasks"] if isinstance(res, dict) else res
+            batch = res.get("tasks") if isinstance(res, dict) else res
+            if not (isinstance(batch, list) and all(isinstance(t, dict) for t in batch)):
+                raise self._unexpected("GET", "/api/tasks/")
             out.extend(batch)
             total = res.get("total", len(out)) if isinstance(res, dict) else len(out)
+            if not _count(total, 0):
+                raise self._unexpected("GET", "/api/tasks/")
             if not batch or len(out) >= total:
                 return out
             page += 1
@@ -228,9 +263,21 @@ class LabelStudio:
 
     def annotate(self, task_id: int, result: list[dict]) -> int:
         """Submit one annotation (as a judge would); returns its id."""
-        return int(self._call("POST", f"/api/tasks/{task_id}/annotations/", {"result": result})["id"])
+        return self._created(f"/api/tasks/{task_id}/annotations/", {"result": result})
 
     # -- HTTP ------------------------------------------------------------
+
+    def _created(self, path: str, body: Any) -> int:
+        """POST ``body``; the id of what the server created."""
+        answer = self._call("POST", path, body)
+        created = answer.get("id") if isinstance(answer, dict) else None
+        if not _count(created):
+            raise self._unexpected("POST", path)
+        return created
+
+    def _unexpected(self, method: str, path: str, why: str = "") -> LabelStudioError:
+        """An answer of the wrong shape: the server is named, what it said is not."""
+        return LabelStudioError(f"Label Studio {method} {path}: unexpected answer from {redact_url(self.url)}{why}")
 
     def _auth(self, renew: bool = False) -> str:
         if not self._pat:
@@ -258,16 +305,14 @@ class LabelStudio:
             headers["Authorization"] = auth
         data = None if body is None else json.dumps(body).encode()
         what = f"Label Studio {method} {path}"
-        timeout = self.timeout
-        if self._deadline is not None:
-            timeout = min(timeout, self._deadline - time.monotonic())
-            if timeout <= 0:
-                raise LabelStudioError(f"{what}: not sent, the command's time is up")
         try:
-            raw = fetch(url, method=method, data=data, headers=headers, timeout=timeout, max_bytes=self.max_bytes)
+            raw = fetch(url, method=method, data=data, headers=headers, timeout=self.timeout,
+                        max_bytes=self.max_bytes, deadline=self._deadline)
         except FetchError as exc:
-            if exc.status is not None and exc.status >= 400:
-                message = f"{what}: {exc}: {_server_message(exc.body)}"
+            if exc.status == 401:
+                message = f"{what}: {exc}: the token was refused"
+            elif exc.status is not None and exc.status >= 400:
+                message = f"{what}: {exc}"
             else:
                 message = f"{what} at {redact_url(self.url)}: {exc}"
             error = TooLarge if isinstance(exc, AnswerTooLarge) else LabelStudioError
@@ -277,7 +322,7 @@ class LabelStudio:
         except RecursionError:
             raise LabelStudioError(f"{what}: answer is JSON nested too deeply to read") from None
         except ValueError:
-            raise LabelStudioError(self._clean(f"{what}: answer is not JSON: {bytes(raw[:200])!r}")) from None
+            raise self._unexpected(method, path, f" (HTTP 2xx, {len(raw)} bytes, not JSON)") from None
 
     def _clean(self, message: str, limit: int = 600) -> str:
         """Tokens and what looks like a credential out first, then cut to ``limit``:
@@ -289,20 +334,12 @@ class LabelStudio:
         return message if len(message) <= limit else message[:limit] + "..."
 
 
-def _judges(task: dict) -> int:
+def _judges(task: dict) -> Any:
     """How many judges a task asks for: its ``meta.judges`` (``data.judges`` in
     the tasks.json of a batch built before the count left the task's data)."""
-    return int(task.get("meta", {}).get("judges", task["data"].get("judges", 1)))
+    return task.get("meta", {}).get("judges", task["data"].get("judges", 1))
 
 
-def _server_message(raw: bytes) -> str:
-    """The server's own words: ``detail``/validation errors of a JSON body, else the text."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        return raw.decode("utf-8", "replace").strip() or "(empty body)"
-    if isinstance(body, dict):
-        parts = [str(body[k]) for k in ("detail", "validation_errors") if body.get(k)]
-        if parts:
-            return "; ".join(parts)
-    return json.dumps(body)
+def _count(value: Any, least: int = 1) -> bool:
+    """Whether a value read from JSON is a whole number, at least ``least`` (not a bool, a float or a string)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least

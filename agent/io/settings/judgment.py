@@ -70,6 +70,7 @@ class JudgmentSettings:
     salt: str = field(default="", repr=False)  # a secret: never in a repr (agent/io/settings/agent.py masks it)
     schedule: str = "0 6 * * mon"  # cron (minute hour day month day-of-week), UTC
     export_dir: str = "ragdrift-batches"
+    batch_timeout_seconds: float = 300.0  # a batch build or push: its every request (resolver, Label Studio), together
     resolver: ResolverSettings = field(default_factory=ResolverSettings)
     label_studio: LabelStudioSettings = field(default_factory=LabelStudioSettings)
     calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
@@ -113,6 +114,7 @@ def check_judgment(j: JudgmentSettings, need: Callable[[bool, str, str], None]) 
     need(0 <= j.holdout_share < 1, "judgment.holdout_share", "must be in [0, 1)")
     need(0 <= j.double_judged_share <= 1, "judgment.double_judged_share", "must be in [0, 1]")
     need(checks.path(j.export_dir), "judgment.export_dir", "must be a directory path")
+    need(j.batch_timeout_seconds > 0, "judgment.batch_timeout_seconds", "must be > 0")
     try:
         CronTrigger.from_crontab(j.schedule, timezone="UTC")
     except ValueError as exc:
