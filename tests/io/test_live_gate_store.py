@@ -7,12 +7,11 @@ import tracemalloc
 import zlib
 from datetime import UTC, datetime
 
-import orjson
 import pytest
-from sqlalchemy import update
 
 from agent.core.compare.live import HeldRows, empty_row
 from agent.core.compare.live_verdict import LiveThresholds
+from agent.io.background import live_gate as live_gate_watch
 from agent.io.background.live_gate import LiveGateCollector, LiveGateWatch, judge_apps
 from agent.io.background.periodic import new_scheduler
 from agent.io.features import tables_of
@@ -99,14 +98,23 @@ def test_the_newest_day_is_of_the_app_and_not_after_until(gate):
     assert gate.last_day(GROUP, "docs") == "2026-11-05"
 
 
-def test_one_apps_failure_leaves_the_others_judged_and_is_counted(gate):
+def failing(monkeypatch, app: str) -> None:
+    """The evaluation of `app` raises (a bug): a damaged row no longer does, it is skipped."""
+    compare = live_gate_watch.live_compare
+
+    def evaluate(stored, *args, **kwargs):
+        if any(key[1] == app for key in stored.days):
+            raise ValueError("an evaluation that fails")
+        return compare(stored, *args, **kwargs)
+
+    monkeypatch.setattr(live_gate_watch, "live_compare", evaluate)
+
+
+def test_one_apps_failure_leaves_the_others_judged_and_is_counted(gate, monkeypatch):
     found = rows({(d, app, v): 40 for d in ("2026-11-04", "2026-11-05") for app in ("docs", "shop")
                   for v in ("a", "b")}, {})
     save(gate, found)
-    d = gate.days.c  # a row this release cannot read
-    with gate.store.engine.begin() as conn:
-        conn.execute(update(gate.days).where(d.app == "docs", d.version == "b")
-                     .values(counts=orjson.dumps({**empty_row(), "events": "forty"})))
+    failing(monkeypatch, "docs")
     failed = []
     judged = judge_apps(gate, GROUP, "2026-11-01", "2026-11-06", LiveThresholds(resamples=100), ("a", "b"),
                         failed=lambda app, exc: failed.append((app, type(exc))))
@@ -120,17 +128,14 @@ def test_one_apps_failure_leaves_the_others_judged_and_is_counted(gate):
     assert metrics["ragdrift_live_gate_last_evaluation_timestamp_seconds"].samples[0].value == NOON
 
 
-def test_an_app_whose_evaluation_fails_keeps_its_last_figures(gate):
+def test_an_app_whose_evaluation_fails_keeps_its_last_figures(gate, monkeypatch):
     save(gate, rows({(d, app, v): 40 for d in ("2026-11-04", "2026-11-05") for app in ("docs", "shop")
                      for v in ("a", "b")}, {}))
     watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
                           scheduler=new_scheduler())
     watch.reload()
     before = {j.app: j for j in watch.judged}
-    d = gate.days.c
-    with gate.store.engine.begin() as conn:
-        conn.execute(update(gate.days).where(d.app == "docs", d.version == "b")
-                     .values(counts=orjson.dumps({**empty_row(), "events": "forty"})))
+    failing(monkeypatch, "docs")
     watch.reload()
     assert [j.app for j in watch.judged] == ["docs", "shop"] and watch.judged[0] is before["docs"]
     assert watch.errors == 1
