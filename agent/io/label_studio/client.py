@@ -34,7 +34,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from agent.core.judgments.labels import TAGS  # the tags of the labeling config, re-exported
 from agent.io.http.fetch import AnswerTooLarge, Deadline, FetchError, fetch
@@ -340,6 +340,6 @@ def _judges(task: dict) -> Any:
     return task.get("meta", {}).get("judges", task["data"].get("judges", 1))
 
 
-def _count(value: Any, least: int = 1) -> bool:
+def _count(value: Any, least: int = 1) -> TypeGuard[int]:
     """Whether a value read from JSON is a whole number, at least ``least`` (not a bool, a float or a string)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
