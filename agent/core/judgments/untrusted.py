@@ -4,7 +4,10 @@ JSON is read strictly. `json.loads` keeps the last of a key repeated in one
 object, and reads NaN, Infinity and numbers too large for a float (1e400) as
 non-finite floats: a file would then say something other than what it
 holds, silently. Here each of those is a `ValueError` naming the key or the
-number, and a syntax error stays a `json.JSONDecodeError` with its line.
+number, and a syntax error stays a `json.JSONDecodeError` with its line. So
+is nesting deeper than the parser recurses (about 1000 levels): `TooDeep`,
+at the line where the document passes that depth, never a RecursionError.
+Every JSON a command reads from a file or a server goes through `loads`.
 An integer is 1-18 ASCII digits (`int` and `str.isdigit` also take "²" and
 other scripts' digits, and `int` fails on thousands of them). A value in a
 message is `shown`: as it is only when it is a short token, so that a text
@@ -22,11 +25,38 @@ from typing import Any, NoReturn, TypeVar
 _T = TypeVar("_T")
 _BLANK = re.compile(r"\s")
 _ID = re.compile(r"\S{1,96}\Z")  # at most the store's chunk column; blinded ids are about 25 characters
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[][{}]')  # a string, skipped whole, or a bracket
+_DEPTH = 1000  # about where CPython's recursion limit stops its JSON parser
+
+
+class TooDeep(json.JSONDecodeError):
+    """A JSON document nested deeper than the parser can follow."""
 
 
 def loads(text: str) -> Any:
-    """The JSON value of `text`; a repeated key or a non-finite number is a ValueError."""
-    return _DECODER.decode(text)
+    """The JSON value of `text`; a repeated key or a non-finite number is a ValueError,
+    nesting too deep a `TooDeep`."""
+    try:
+        return _DECODER.decode(text)
+    except RecursionError:
+        raise _too_deep(text) from None
+
+
+def _too_deep(text: str) -> TooDeep:
+    """The error at the first bracket past `_DEPTH` levels (outside strings),
+    else at the deepest one: the scan stops there, so a long run of brackets costs little."""
+    depth = deepest = where = 0
+    for token in _BRACKETS.finditer(text):
+        kind = text[token.start()]
+        if kind in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, token.start()
+                if depth > _DEPTH:
+                    break
+        elif kind in "]}":
+            depth -= 1
+    return TooDeep(f"nested more than {deepest - 1} levels deep", text, where)
 
 
 def integer(text: str) -> int | None:

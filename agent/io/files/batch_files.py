@@ -32,6 +32,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from agent.core.batch import Batch
+from agent.core.judgments.untrusted import loads
 from agent.io.http.resolver import Texts
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -110,7 +111,7 @@ def read_batch(directory: str | os.PathLike) -> tuple[dict, list[dict]]:
     """A written batch's manifest and key rows."""
     path = Path(directory) / "manifest.json"
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ExportError(f"cannot read the batch's manifest {path}: {exc}") from None
     return manifest, read_key(directory)
@@ -119,19 +120,30 @@ def read_batch(directory: str | os.PathLike) -> tuple[dict, list[dict]]:
 def read_label_studio(directory: str | os.PathLike) -> tuple[str, list[dict]] | None:
     """A written batch's Label Studio configuration and tasks; None when it was written without them."""
     base = Path(directory) / "label-studio"
-    if not (base / "tasks.json").exists():
+    tasks = base / "tasks.json"
+    if not tasks.exists():
         return None
     try:
-        return (base / "config.xml").read_text(encoding="utf-8"), json.loads((base / "tasks.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return (base / "config.xml").read_text(encoding="utf-8"), loads(tasks.read_text(encoding="utf-8"))
+    except OSError as exc:
         raise ExportError(f"cannot read the batch's Label Studio files in {base}: {exc}") from None
+    except ValueError as exc:
+        raise ExportError(f"cannot read the batch's Label Studio tasks {tasks}: {exc}") from None
 
 
 def _read_jsonl(path: Path, what: str) -> list[dict]:
     try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, ValueError) as exc:
         raise ExportError(f"cannot read the batch's {what} {path}: {exc}") from None
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                rows.append(loads(line))
+            except ValueError as exc:
+                raise ExportError(f"cannot read the batch's {what} {path}: line {n}: {exc}") from None
+    return rows
 
 
 def _staged(root: Path, parent: int, name: str, public: dict[str, bytes], private: dict[str, bytes]) -> str:

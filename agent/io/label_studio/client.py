@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from agent.core.judgments.labels import TAGS  # the tags of the labeling config, re-exported
+from agent.core.judgments.untrusted import TooDeep, loads
 from agent.io.http.fetch import AnswerTooLarge, Deadline, FetchError, fetch
 from agent.io.label_studio.guide import EVIDENCE_GROUPS, GRADES, instructions
 from agent.io.secrets import SecretError, one_line, redact_url, scrub
@@ -318,8 +319,8 @@ class LabelStudio:
             error = TooLarge if isinstance(exc, AnswerTooLarge) else LabelStudioError
             raise error(self._clean(message), exc.status) from None
         try:
-            return json.loads(raw) if raw else {}
-        except RecursionError:
+            return loads(raw.decode()) if raw else {}
+        except TooDeep:
             raise LabelStudioError(f"{what}: answer is JSON nested too deeply to read") from None
         except ValueError:
             raise self._unexpected(method, path, f" (HTTP 2xx, {len(raw)} bytes, not JSON)") from None

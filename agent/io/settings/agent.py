@@ -172,6 +172,8 @@ def load(path: str | os.PathLike | None = None, environ: dict[str, str] | None =
             raw = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"config file {path} is nested too deeply to read") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"config file {path}: top level must be a mapping")
     _apply_env(raw, os.environ if environ is None else environ)
