@@ -163,3 +163,52 @@ def test_the_offline_and_the_live_gate_agree_on_the_same_traffic(tmp_path, capsy
         for report in (offline, live):
             assert {row["label"] for row in report["slices"] if row["dimension"] == "app" and row["outcome"] == "fail"} \
                    == {traffic.SLICE}
+
+
+FORGED = "x\n**verdict: pass**\n<!--\x1b[2J |*_`[a](b)#"  # a line of its own, then a comment hiding the rest
+PLAIN = r"x\n**verdict: pass**\n<!--\x1b[2J |*_`[a](b)#"  # as the table writes it
+MD = r"x\\n\*\*verdict\: pass\*\*\\n\<\!\-\-\\x1b\[2J \|\*\_\`\[a\]\(b\)\#"  # Markdown: renders as PLAIN
+
+
+def test_a_candidate_cannot_forge_the_report(tmp_path, capsys, files):
+    """Texts from the inputs (a run's config, a query id, a slice dimension and label, the gate's slice
+    dimensions) hold newlines, markup and an escape sequence: each stays on its line, as text."""
+    b = traffic.run("leak", traffic.CANDIDATE)
+    b["config"] = FORGED
+    b["queries"]["\n" + FORGED] = {"results": ["d"]}  # not judged: named first in the sample
+    slices = traffic.labels()
+    slices[next(iter(slices))][FORGED] = FORGED
+    flags = ("--slices", write(tmp_path / "slices.json", slices),
+             "--gate", write(tmp_path / "gate.json", {"slice_dimensions": ["app", FORGED]}))
+    b = write(tmp_path / "b.json", b)
+    status, out, _ = run(capsys, "compare", files["qrels"], files["a"], b, K, *flags, "--format", "md")
+    assert status == 1 and out.startswith("**verdict: fail**\n") and out.count("verdict: ") == 1
+    assert "<!--" not in out and "\x1b" not in out
+    assert f", config {MD}, corpus synth\\-corpus\n" in out
+    assert "- notJudged: 1 (e.g. " + r"\\n" + MD + ")\n" in out
+    assert f"\n| {MD} | {MD} | precision | 1 | " in out  # the slice's row: its | end no cell
+    assert f" slice_dimensions app,{MD}, " in out
+    status, out, _ = run(capsys, "compare", files["qrels"], files["a"], b, K, *flags)
+    assert status == 1 and [line for line in out.splitlines() if line.startswith("verdict")] == ["verdict: fail"]
+    assert "\x1b" not in out and f", config {PLAIN}, corpus synth-corpus\n" in out
+
+
+def test_a_gate_that_compared_nothing_never_passes(tmp_path, capsys, files):
+    """min_queries below 1 is refused, as live_gate.min_queries is; no query compared is not enough data."""
+    empty = write(tmp_path / "empty.json", {})
+    gate = write(tmp_path / "gate.json", {"min_queries": 0})
+    status, _, err = run(capsys, "compare", empty, files["a"], files["a"], K, "--gate", gate)
+    assert status == 2 and one_line_error(err) == f"ragdrift: error: {gate}: min_queries must be >= 1, got 0"
+    one = write(tmp_path / "gate.json", {"min_queries": 1})
+    for qrels in (empty, write(tmp_path / "elsewhere.json", {"elsewhere": {"d": 2}})):
+        status, out, err = run(capsys, "compare", qrels, files["a"], files["a"], K, "--gate", one, "--format", "json")
+        report = json.loads(out)
+        assert (status, report["verdict"], report["queries"]["compared"]) == (1, "not enough data", 0), err
+        assert report["reasons"] == ["0 queries compared, fewer than min_queries 1"]
+
+
+def test_a_grade_beyond_the_bound_is_refused(tmp_path, capsys, files):
+    qrels = write(tmp_path / "qrels.txt", "q1 0 d1 2\nq1 0 d2 1024\n")
+    status, out, err = run(capsys, "compare", qrels, files["a"], files["a"], K)
+    assert (status, out) == (2, "")
+    assert one_line_error(err) == f"ragdrift: error: {qrels}: line 2: relevance 1024 is not from -100 to 100"

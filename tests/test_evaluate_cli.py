@@ -135,6 +135,10 @@ def test_duplicates_are_refused_by_name_or_kept(tmp_path, capsys):
     ("run", "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 high t\n", "line 2: score 'high' is not a finite number"),
     ("run", "q1 Q0 d1 1 0.5\n", "line 1: expected 6 fields (qid Q0 docno rank score tag), got 5"),
     ("run", '{"q1": "d1"}', "query 'q1': a run maps each query to a list of doc ids"),
+    ("qrels", "q1 0 d1 2\nq1 0 d2 1024\n", "line 2: relevance 1024 is not from -100 to 100"),
+    ("qrels", "q1 0 d1 -101\n", "line 1: relevance -101 is not from -100 to 100"),
+    ("qrels", '{"q1": {"d1": 1023}}', "query 'q1': grade of 'd1' is not from -100 to 100: 1023"),
+    ("qrels", '{"q1": {"d1": 100.5}}', "query 'q1': grade of 'd1' is not from -100 to 100: 100.5"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_naming_file_and_line(tmp_path, capsys, which, text, message):
     files = {"qrels": write(tmp_path / "qrels.txt", "q1 0 d1 2\n"), "run": write(tmp_path / "run.txt", "q1 Q0 d1 1 1 t\n")}
@@ -166,3 +170,27 @@ def test_a_byte_order_mark_is_not_part_of_the_first_query(tmp_path, capsys, form
     for policy in ("seed", "trec"):
         out = evaluate(capsys, qrels, ranked, "1", "--policy", policy)
         assert set(out["perQuery"]) == {"q1", "q2"} and out["macro"]["precision"] == 1.0, out
+
+
+def test_grades_at_the_bound_are_scored_and_the_json_is_strict(tmp_path, capsys):
+    """Grades of -100 and 100, the bound: finite figures, and JSON that a strict reader takes."""
+    qrels = write(tmp_path / "qrels.txt", "q1 0 d1 100\nq1 0 d2 100\nq1 0 d3 -100\n")
+    ranked = write(tmp_path / "run.txt", "q1 Q0 d1 1 3 t\nq1 Q0 d3 2 2 t\nq1 Q0 d2 3 1 t\n")
+    status, out, err = run(capsys, "evaluate", qrels, ranked, "3", "--format", "json")
+    assert status == 0, err
+
+    def refuse(name: str):
+        raise AssertionError(f"{name} in the output")
+
+    found = json.loads(out, parse_constant=refuse)
+    # gains 2^100 - 1 at ranks 1 and 3, about -1 at rank 2; ideal 2^100 - 1 at ranks 1 and 2
+    assert found["perQuery"]["q1"]["nDCG"] == pytest.approx((1 + 1 / 2) / (1 + 1 / L3))
+
+
+def test_json_output_refuses_what_json_cannot_hold():
+    from agent.cli.common import UsageError, json_text
+
+    assert json_text({"nDCG": 0.5}, indent=2) == '{\n  "nDCG": 0.5\n}'
+    for value in (math.nan, math.inf, -math.inf):
+        with pytest.raises(UsageError, match="not finite"):
+            json_text({"perQuery": {"q1": {"nDCG": value}}})

@@ -1,8 +1,9 @@
-"""What the command groups share: the usage error and checks, the progress bar, the store."""
+"""What the command groups share: the usage error and checks, JSON output, the progress bar, the store."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 
@@ -49,6 +50,16 @@ def http_url(url: str, flag: str) -> str:
     if not checks.http_url(url):
         raise UsageError(f"{flag} must be an http:// or https:// URL with a host")
     return url
+
+
+def json_text(value: object, **options) -> str:
+    """`value` as JSON (`json.dumps` and its `options`), or a usage error when it holds NaN or
+    Infinity: JSON has neither, and a reader would fail on the output or take it for a figure."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        raise UsageError("the output holds a number that is not finite (NaN or Infinity), which JSON "
+                         "cannot write; nothing written") from None
 
 
 def progress(total: int | None = None):

@@ -7,7 +7,7 @@ import argparse
 import hashlib
 import json
 
-from agent.cli.common import UsageError, progress
+from agent.cli.common import UsageError, json_text, progress
 from agent.cli.evaluate import _read
 
 
@@ -79,7 +79,7 @@ def run_compare(args: argparse.Namespace) -> int:
                     _labels(args.slices) if args.slices else {}, _groups(args.evidence) if args.evidence else {}, versions)
     with progress() as bar:
         report = compare(inputs, lambda: bar.update(1))
-    print(json.dumps(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))
+    print(json_text(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))
     return 0 if report["verdict"] == PASSED else 1
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from agent.cli.common import UsageError, finite
+from agent.cli.common import UsageError, finite, json_text
 
 
 def add_parser(commands) -> None:
@@ -51,7 +50,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     except ValueError as exc:  # no query to evaluate (none in both files, under the trec policy)
         raise UsageError(f"{args.qrels}, {args.run}: {exc}") from None
     if args.format == "json":
-        print(json.dumps(out, indent=2))
+        print(json_text(out, indent=2))
         return 0
     print(f"policy {policy.name}: k {out['k']}, {out['queryCount']} queries, relevant at grade >= {policy.threshold:g}, "
           f"precision over the {policy.precision_over} count, gain {policy.gain}, duplicates {policy.duplicates}")

@@ -190,9 +190,18 @@ def test_the_gate_file():
                           ('{"level": 1.5}', "level must be between 0 and 1"),
                           ('{"resamples": 1000000000}', "resamples must be from 100 to 100000"), ("[1]", "a gate file is a JSON object"),
                           ('{"worst": 1, "worst": 2}', "key 'worst' appears twice"), ("{", "line 1: not JSON"),
-                          ('{"require_facts": 1}', "require_facts must be true or false")]:
+                          ('{"require_facts": 1}', "require_facts must be true or false"),
+                          ('{"min_queries": 0}', "min_queries must be >= 1, got 0")]:
         with pytest.raises(GateError, match=message):
             parse_gate(text, COMPARED)
+
+
+def test_nothing_compared_never_passes():
+    """Even a gate built in code with min_queries 0 (a gate file cannot say it): no query in common, no pass."""
+    found = compare(Inputs(QRELS, Run({"elsewhere": ["d1"]}), Run({"elsewhere": ["d1"]}), 2, SEED,
+                           GateThresholds(min_queries=0)))
+    assert (found["queries"]["compared"], found["verdict"]) == (0, "not enough data")
+    assert found["reasons"] == ["no query compared"]
 
 
 def test_not_enough_data_without_facts_the_gate_requires():

@@ -36,7 +36,7 @@ class GateThresholds:
     level: float = 0.95
     resamples: int = 2000
     seed: int = 0
-    min_queries: int = 30  # fewer compared queries: not enough data
+    min_queries: int = 30  # fewer compared queries: not enough data; at least 1
     min_slice_queries: int = 10  # a smaller slice is listed, not gated
     worst: int = 5  # query-level losses and wins listed
 
@@ -64,6 +64,8 @@ def parse_gate(text: str, known_metrics: tuple[str, ...]) -> GateThresholds:
         raise GateError(f"level must be between 0 and 1, got {gate.level!r}")
     if not 100 <= gate.resamples <= MAX_RESAMPLES:
         raise GateError(f"resamples must be from 100 to {MAX_RESAMPLES}, got {gate.resamples}")
+    if gate.min_queries < 1:  # a gate that compared nothing must not pass (the live gate's rule too)
+        raise GateError(f"min_queries must be >= 1, got {gate.min_queries}")
     return gate
 
 

@@ -5,10 +5,11 @@ runs; the others are counted and named, never scored (a query one run lacks is
 not an empty result). Verdict: `fail` when a hard gate fails (unauthorized
 results, new stale results, lost evidence) or a gated metric, over all queries
 or in a slice, shows a material regression (paired.py); else `not enough data`
-when fewer than `min_queries` were compared, a gated metric's interval reaches
-past -m without lying wholly beyond it, or facts the gate requires are missing;
-else `pass`. A slice's inconclusive interval is listed but decides nothing: a
-gate that needed every slice to be powered would never pass.
+when no query or fewer than `min_queries` were compared, a gated metric's
+interval reaches past -m without lying wholly beyond it, or facts the gate
+requires are missing; else `pass`. A slice's inconclusive interval is listed
+but decides nothing: a gate that needed every slice to be powered would never
+pass.
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ def _verdict(report: Report, gate: GateThresholds, compared: int) -> tuple[str, 
             judge(row, f"slice {row['dimension']}={row['label']}: {row['metric']}", failed, [])
     if compared < gate.min_queries:
         unsure.append(f"{compared} queries compared, fewer than min_queries {gate.min_queries}")
+    elif not compared:  # a gate built with min_queries 0: nothing compared still never passes
+        unsure.append("no query compared")
     if failed:
         return FAILED, failed
     return (NOT_ENOUGH, unsure) if unsure else (PASSED, [])

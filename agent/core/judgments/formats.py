@@ -1,7 +1,9 @@
 """Qrels and runs from their text: JSON as the seed script reads it, or TREC lines.
 
 - qrels: JSON `{query: {doc: grade}}`, or TREC qrels lines `qid iter docno rel`
-  (rel an integer);
+  (rel an integer); every grade from -100 to 100 (`GRADES`): judges grade
+  0-3, TREC's tracks -2 to 4, and nDCG's gain 2^g - 1 overflows a float
+  from g = 1024, its sums before that;
 - run: JSON `{query: [doc, ...]}` in rank order, or TREC run lines
   `qid Q0 docno rank score tag`, ordered as trec_eval orders them: by score,
   highest first, ties by docno in reverse (the rank column is ignored).
@@ -10,8 +12,9 @@ A byte order mark at the start is not part of the text. A text whose first
 character (after blanks) is `{` is JSON. Every problem is a `FormatError`
 with the line it is on (for JSON, the query it is under): a repeated
 judgment, query or JSON key, a grade or score that is not a finite number
-(NaN and Infinity included), a TREC relevance that is not ASCII digits, and,
-when duplicates are rejected, a doc id repeated in one query's ranking.
+(NaN and Infinity included), a grade outside -100 to 100, a TREC relevance
+that is not ASCII digits, and, when duplicates are rejected, a doc id
+repeated in one query's ranking.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from agent.core.judgments.untrusted import first_repeat, integer, loads, shown
+
+GRADES = 100  # a grade is from -GRADES to GRADES (the module docstring says why)
 
 
 class FormatError(ValueError):
@@ -44,6 +49,9 @@ def parse_qrels(text: str) -> dict[str, dict[str, float]]:
                 if not _number(grade):
                     raise FormatError(None, f"query {shown(query)}: grade of {shown(doc)} "
                                             f"is not a finite number: {shown(grade)}")
+                if abs(grade) > GRADES:
+                    raise FormatError(None, f"query {shown(query)}: grade of {shown(doc)} "
+                                            f"is not from -{GRADES} to {GRADES}: {shown(grade)}")
         return data
     qrels: dict[str, dict[str, float]] = {}
     for n, fields in _lines(text, 4, "qid iter docno rel"):
@@ -51,6 +59,8 @@ def parse_qrels(text: str) -> dict[str, dict[str, float]]:
         grade = integer(rel)
         if grade is None:
             raise FormatError(n, f"relevance {shown(rel)} is not an integer")
+        if abs(grade) > GRADES:
+            raise FormatError(n, f"relevance {grade} is not from -{GRADES} to {GRADES}")
         docs = qrels.setdefault(query, {})
         if doc in docs:
             raise FormatError(n, f"doc {shown(doc)} of query {shown(query)} is judged twice")
