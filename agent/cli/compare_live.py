@@ -18,12 +18,11 @@ and named in one line on stderr (in the error, when nothing is left).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from datetime import date, timedelta
 
-from agent.cli.common import UsageError, open_store
+from agent.cli.common import UsageError, json_text, open_store
 from agent.cli.run import settings_from
 
 
@@ -89,7 +88,7 @@ def run_live(args: argparse.Namespace) -> int:
     report = live_compare(Stored(days, queries, judged), stable, candidate, gate, window, partial_from=now)
     if note:
         report["versions"]["judged"] = {"note": note}
-    print(json.dumps(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))
+    print(json_text(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))
     return 0 if report["verdict"] == PASSED else 1
 
 
