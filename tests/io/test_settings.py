@@ -728,6 +728,63 @@ def test_librdkafka_settings_pass_with_confluent_kafka(tmp_path):
     assert settings.redacted()["kafka"]["client"]["sasl.password"] != "p"
 
 
+def _check_config(tmp_path, capsys, kafka: dict) -> tuple[int, str]:
+    from tests.test_cli import run
+
+    path = write(tmp_path, yaml.safe_dump({"kafka": {"library": "confluent-kafka", **kafka}}))
+    status, _, err = run(capsys, "check-config", str(path))
+    return status, err
+
+
+# What librdkafka refuses when `run` builds its clients (_INVALID_ARG), as check-config names it.
+REFUSED = [
+    ({"client": {"security.protocol": "BOGUS"}}, "kafka.client.security.protocol",
+     'Invalid value "BOGUS" for configuration property "security.protocol"'),
+    ({"consumer": {"fetch.max.bytes": "lots"}}, "kafka.consumer.fetch.max.bytes",
+     'Invalid value for configuration property "fetch.max.bytes"'),
+    ({"consumer": {"fetch.max.bytes": -5}}, "kafka.consumer.fetch.max.bytes", "value -5 is outside allowed range"),
+    ({"producer": {"batch.size": 0}}, "kafka.producer.batch.size", "value 0 is outside allowed range"),
+    ({"client": {"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}},
+     "kafka.client.ssl.ca.location", "ssl.ca.location failed"),  # read when the client is built
+    ({"session_timeout_ms": 3_600_001}, "kafka.session_timeout_ms", "outside allowed range 1..3600000"),
+]
+
+
+@pytest.mark.parametrize(("kafka", "key", "why"), [
+    *REFUSED,
+    ({"consumer": {"fetch.max.bytes": {"a": 1}}}, "kafka.consumer.fetch.max.bytes", "must be one value"),
+    ({"consumer": {"fetch.max.bytes": None}}, "kafka.consumer.fetch.max.bytes", "must be one value"),
+    ({"producer": {"compression.type": ["gzip"]}}, "kafka.producer.compression.type", "must be one value"),
+])
+def test_check_config_refuses_what_librdkafka_refuses_naming_the_key(tmp_path, capsys, kafka, key, why):
+    from tests.test_cli import one_line_error
+
+    status, err = _check_config(tmp_path, capsys, kafka)
+    assert status == 2 and one_line_error(err).startswith(f"ragdrift: error: {key}: ") and why in err, err
+
+
+@pytest.mark.parametrize(("kafka", "key", "why"), REFUSED)
+def test_a_run_refuses_the_same_values(kafka, key, why):
+    """The check builds the clients as a run does: a run given these values stops with the same error."""
+    from kafka.errors import KafkaError
+
+    from agent.io.kafka import broker
+
+    settings = KafkaSettings(**{"library": "confluent-kafka", **kafka})
+    build = broker.producer if "producer" in kafka else broker.consumer
+    with pytest.raises(KafkaError, match="_INVALID_ARG") as info:
+        build(settings, "c-1")
+    assert why in str(info.value)
+
+
+def test_a_good_set_of_librdkafka_values_passes_check_config(tmp_path, capsys):
+    status, err = _check_config(tmp_path, capsys, {
+        "client": {"security.protocol": "PLAINTEXT", "socket.timeout.ms": 30000, "socket.keepalive.enable": True},
+        "consumer": {"fetch.max.bytes": 52428800, "isolation.level": "read_committed", "enable.partition.eof": False},
+        "producer": {"compression.type": "gzip", "batch.size": 65536}, "session_timeout_ms": 45000})
+    assert (status, err) == (0, "")
+
+
 def test_consumer_and_producer_settings_reach_their_client_only(tmp_path, monkeypatch):
     from agent.io.kafka import broker
 

@@ -315,8 +315,14 @@ class Producer:
 def consumer(settings, client_id: str) -> Consumer:
     """The group consumer. The agent takes every partition's start from its
     store: librdkafka stores and commits no offset by itself."""
+    config, shared = consumer_config(settings, client_id)
+    return _built(lambda: Consumer(config, shared, settings.max_poll_records))
+
+
+def consumer_config(settings, client_id: str) -> tuple[dict, dict]:
+    """The consumer's configuration, and the part its admin client shares."""
     shared = {"bootstrap.servers": settings.bootstrap_servers, "client.id": client_id, **settings.client}
-    config = {
+    return {
         **shared,
         "group.id": settings.group_id,
         "enable.auto.commit": False,
@@ -326,13 +332,16 @@ def consumer(settings, client_id: str) -> Consumer:
         "heartbeat.interval.ms": settings.heartbeat_interval_ms,
         "allow.auto.create.topics": False,
         **settings.consumer,
-    }
-    return _built(lambda: Consumer(config, shared, settings.max_poll_records))
+    }, shared
 
 
 def producer(settings, client_id: str) -> Producer:
-    """The dead-letter producer: room for any message the agent accepts, plus headers."""
-    return _built(lambda: Producer({
+    return _built(lambda: Producer(producer_config(settings, client_id)))
+
+
+def producer_config(settings, client_id: str) -> dict:
+    """The dead-letter producer's configuration: room for any message the agent accepts, plus headers."""
+    return {
         "bootstrap.servers": settings.bootstrap_servers,
         "client.id": client_id,
         "acks": "all",
@@ -340,7 +349,25 @@ def producer(settings, client_id: str) -> Producer:
         "message.max.bytes": max(1 << 20, settings.max_message_bytes + (64 << 10)),
         **settings.client,
         **settings.producer,
-    }))
+    }
+
+
+def refusal(settings) -> tuple[str, str] | None:
+    """What librdkafka refuses of the settings when a run builds its clients:
+    (the client, librdkafka's message), or None. Each is built as a run
+    builds it but without a broker, so nothing is contacted, and closed at once."""
+    for side, config, make in (("consumer", consumer_config(settings, "ragdrift-check")[0], _Consumer),
+                               ("producer", producer_config(settings, "ragdrift-check"), _Producer)):
+        del config["bootstrap.servers"]
+        try:
+            client = make({**config, "logger": LIBRDKAFKA_LOG})
+        except KafkaException as exc:
+            return side, exc.args[0].str()
+        except (TypeError, ValueError) as exc:  # confluent-kafka checks a few properties' types itself
+            return side, str(exc)
+        if side == "consumer":
+            client.close()
+    return None
 
 
 def _built(make: Callable):

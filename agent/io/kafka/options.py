@@ -13,12 +13,14 @@ with it there; checked with the configuration, both are a clear error at
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer, KafkaProducer
 
 from agent.io.kafka import librdkafka
+from agent.io.secrets import MASK, secret_name
 
 KAFKA_PYTHON = "kafka-python"
 CONFLUENT = "confluent-kafka"
@@ -96,3 +98,37 @@ def check_options(library: str, client: Mapping, consumer: Mapping, producer: Ma
                 need(False, where, f"a {names.kind} {side} setting only: put it under kafka.{side}")
             what = "setting" if section == "client" else f"{section} setting"
             need(key in known, where, f"not a {names.kind} {what}")
+
+
+def check_librdkafka(settings, need: Callable[[bool, str, str], None]) -> None:
+    """The pass-through values as librdkafka takes them (`settings`: the `kafka`
+    section, `kafka.library` confluent-kafka): one value each, and whatever
+    librdkafka refuses when a run builds its clients, refused by the key it names."""
+    for section in ("client", "consumer", "producer"):
+        for key, value in getattr(settings, section).items():
+            need(isinstance(value, str | int | float | bool), f"kafka.{section}.{key}",
+                 "must be one value (text, a number, true or false)")
+    from agent.io.kafka import confluent  # the `confluent` extra, installed: checked before
+
+    refused = confluent.refusal(settings)
+    if refused is None:
+        return
+    side, text = refused
+    text = " ".join(text.split())
+    for section in ("client", "consumer", "producer"):  # the message may show a value: never a secret's
+        for key, value in getattr(settings, section).items():
+            if secret_name(key) and str(value):
+                text = text.replace(str(value), MASK)
+    if not text.isprintable():
+        text = "(its message holds control characters)"
+    for prop, key in _sources(settings, side):
+        if re.search(rf"(?<![\w.]){re.escape(prop)}(?![\w.])", text):
+            need(False, key, "librdkafka refuses its value" if secret_name(prop) else f"librdkafka refuses it: {text}")
+    need(False, "kafka", f"librdkafka refuses the {side}'s settings: {text}")
+
+
+def _sources(settings, side: str) -> list[tuple[str, str]]:
+    """Each property a client of `side` is given, with the key it comes from, the one that wins first."""
+    given = [(prop, f"kafka.{section}.{prop}") for section in (side, "client") for prop in getattr(settings, section)]
+    ours = [(prop, key) for prop, key in LIBRDKAFKA_NAMES.managed.items() if key.startswith("kafka.")]
+    return given + ours

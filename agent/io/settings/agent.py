@@ -27,7 +27,7 @@ import yaml
 from agent.core.config import LABEL_DIMENSIONS, PIPELINE_VERSION, CoreConfig
 from agent.core.labels import OTHER
 from agent.core.pipelines import NO_VERSION
-from agent.io.kafka.options import CONFLUENT, KAFKA_PYTHON, LIBRARIES, check_options
+from agent.io.kafka.options import CONFLUENT, KAFKA_PYTHON, LIBRARIES, check_librdkafka, check_options
 from agent.io.secrets import MASK, SecretError, one_line, redact_url, secret_name
 from agent.io.settings import checks
 from agent.io.settings.drift import DriftSettings, check_drift
@@ -324,6 +324,8 @@ def _check(s: Settings) -> None:
     need(s.kafka.library != CONFLUENT or _installed("confluent_kafka"), "kafka.library",
          "confluent-kafka is not installed: pip install 'ragdrift-agent[confluent]'")
     check_options(s.kafka.library, s.kafka.client, s.kafka.consumer, s.kafka.producer, need)
+    if s.kafka.library == CONFLUENT:
+        check_librdkafka(s.kafka, need)
     need(s.store.checkpoint_interval_seconds > 0, "store.checkpoint_interval_seconds", "must be > 0")
     need(_encoded_credentials(s.store.url), "store.url",
          'a "@", "/" or "?" in its password must be percent-encoded (%40, %2F, %3F)')
