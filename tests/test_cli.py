@@ -518,13 +518,14 @@ def test_check_config_ok_masks_secrets(capsys, monkeypatch, tmp_path):
     )
     monkeypatch.setenv("RAGDRIFT_KAFKA__CLIENT__SSL_PASSWORD", "env-secret-value")
     monkeypatch.setenv("RAGDRIFT_KAFKA__GROUP_ID", "from-env")
+    monkeypatch.setenv("RAGDRIFT_JUDGMENT__SALT", "env-salt-value")  # without one, a warning (tests/io/test_unsalted.py)
     status, out, err = run(capsys, "check-config", str(config))
     assert status == 0 and err == ""
     assert out.splitlines()[0] == f"{config}: ok"
     assert "  kafka.bootstrap_servers = kafka-0:9092" in out
     assert "  kafka.group_id = from-env" in out
     assert "  metrics.port = 9200" in out
-    assert "file-secret-value" not in out and "env-secret-value" not in out
+    assert "file-secret-value" not in out and "env-secret-value" not in out and "env-salt-value" not in out
 
     status, out, _ = run(capsys, "check-config", str(config), "--format", "json")
     doc = json.loads(out)

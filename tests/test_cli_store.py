@@ -216,6 +216,7 @@ def test_a_closed_stdout_ends_the_command_quietly(tmp_path, command):
         args += ["--config", str(path)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGDRIFT_")}
     env["PYTHONPATH"] = str(ROOT)
+    env["RAGDRIFT_JUDGMENT__SALT"] = "a-salt"  # check-config warns without one
     child = subprocess.Popen([sys.executable, "-m", "agent.cli", *args], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     child.stdout.close()  # before the command writes anything: its first write meets a closed pipe

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from agent.cli.common import UsageError
 
@@ -39,7 +40,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_config(args: argparse.Namespace) -> int:
-    doc = settings_from(args.file).redacted()
+    from agent.io.settings.judgment import unsalted
+
+    settings = settings_from(args.file)
+    warning = unsalted(settings.judgment)
+    if warning:
+        print(f"ragdrift: warning: {warning}", file=sys.stderr)
+    doc = settings.redacted()
     if args.format == "json":
         print(json.dumps(doc, sort_keys=True))
     else:

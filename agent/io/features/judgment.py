@@ -3,6 +3,7 @@ in each checkpoint, its figures and the weekly batch (agent/io/background/judgme
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from kafka import TopicPartition
@@ -11,10 +12,12 @@ from agent.core.judging import JudgmentIntake, QueueRows
 from agent.io.background.judgment import WEEKLY, JudgmentCollector, JudgmentJobs
 from agent.io.features import Feature, Wiring
 from agent.io.settings.agent import Settings
-from agent.io.settings.judgment import judging_config
+from agent.io.settings.judgment import judging_config, unsalted
 from agent.io.store import qrels, queue
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
+
+log = logging.getLogger("ragdrift.batch")
 
 
 class Judgment(Feature[QueueRows]):
@@ -30,6 +33,7 @@ class Judgment(Feature[QueueRows]):
         config = judging_config(settings.judgment)
         assert config is not None  # built only when enabled
         self.config = config
+        self.settings = settings
         self.queue = Queue(wiring.store)
         self.jobs = JudgmentJobs(settings, self.queue, Qrels(wiring.store), settings.metrics.top_n,
                                  scheduler=wiring.scheduler, weekly=wiring.jobs.get(WEEKLY))
@@ -52,4 +56,7 @@ class Judgment(Feature[QueueRows]):
         return [JudgmentCollector(self.jobs)]
 
     def start(self) -> None:
+        warning = unsalted(self.settings.judgment)
+        if warning:
+            log.warning(warning)  # once, at start: check-config says the same
         self.jobs.start()

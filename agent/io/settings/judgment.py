@@ -91,6 +91,17 @@ def judging_config(j: JudgmentSettings) -> JudgingConfig | None:
     return JudgingConfig(risk_config(j), budgets(j), j.salt) if j.enabled else None
 
 
+def unsalted(j: JudgmentSettings) -> str | None:
+    """The warning for a judgment queue on without a salt, or None. Not an
+    error: the default has none (so has a Helm install without the secret),
+    and the agent counts and samples without it; but the weekly batch would
+    fail (agent/core/batch.py) and the sample is keyed by nothing secret."""
+    if not j.enabled or j.salt:
+        return None
+    return ("judgment.salt: empty: no weekly batch is built and which events are sampled is predictable; "
+            "set it (or RAGDRIFT_JUDGMENT__SALT) to a long random secret, or judgment.enabled: false")
+
+
 def serving_rule(c: CalibrationSettings) -> ServingRule:
     """When a stored calibration may estimate live precision."""
     return ServingRule(max_ece=c.max_ece, min_labels=c.min_labels)
