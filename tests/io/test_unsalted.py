@@ -39,7 +39,6 @@ def test_no_warning_with_a_salt_or_without_the_judgment_queue(tmp_path, capsys, 
 def test_the_agent_logs_the_empty_salt_once_at_start(tmp_path, caplog):
     settings = load(config(tmp_path), environ={})
     scheduler = new_scheduler()
-    with Store(settings.store.url, None, Judgment.tables) as store:
-        with caplog.at_level(logging.WARNING):
-            Judgment(Wiring(settings, store, scheduler)).start()
+    with Store(settings.store.url, None, Judgment.tables) as store, caplog.at_level(logging.WARNING):
+        Judgment(Wiring(settings, store, scheduler)).start()
     assert [r.getMessage() for r in caplog.records if "salt" in r.getMessage()] == [WARNING[len("ragdrift: warning: "):-1]]
