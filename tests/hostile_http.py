@@ -15,6 +15,7 @@ json(body=TEXT)       200 with TEXT
 slow(body=TEXT, seconds=S)  200 with TEXT after S seconds (each answer is quick
                       enough: only a deadline over several requests stops them)
 status(code=N)        N with a JSON {"detail": ...} body
+raw(text=TEXT)        TEXT and nothing else, not HTTP (its first line no status line)
 echo(code=N)          N with a JSON {"detail": ...} quoting the request's
                       Authorization header, path and query: the worst case for leaks
 default               200 with the JSON {"queries": {}, "chunks": {}}
@@ -89,6 +90,10 @@ def _handler(hostile: HostileServer):
         def _slow(self, options) -> None:
             hostile.stop.wait(options["seconds"])
             self._json(options)
+
+        def _raw(self, options) -> None:
+            self.wfile.write(options["text"].encode())
+            self.close_connection = True
 
         def _status(self, options) -> None:
             self._send(int(options["code"]), b'{"detail": "refused"}')

@@ -103,6 +103,13 @@ def test_only_http_urls_with_a_host_are_requested(tmp_path, scheme):
     assert "judged query text" not in shown(info.value)
 
 
+@pytest.mark.parametrize("text", ["judged query text\r\n\r\n", "HTTP/1.1 2xx judged query text\r\n\r\n"])
+def test_an_answer_that_is_not_http_is_never_quoted(text):
+    with HostileServer("raw", text=text) as server, pytest.raises(FetchError, match="the answer is not HTTP") as info:
+        fetch(server.url, timeout=5)
+    assert "judged query text" not in shown(info.value)
+
+
 def test_a_deadline_bounds_the_requests_together():
     """Each answer comes well within its own timeout; together they outlast the deadline."""
     deadline = Deadline(1)

@@ -141,6 +141,8 @@ def _describe(exc: BaseException) -> str:
         return f"answer cut off after {len(exc.partial)} bytes"
     if isinstance(exc, http.client.RemoteDisconnected):
         return "the server closed the connection without answering"
+    if isinstance(exc, http.client.HTTPException):  # its message may quote what the server sent
+        return f"the answer is not HTTP ({exc.__class__.__name__})"
     if isinstance(exc, ValueError):  # its message quotes the URL
         return "not a URL that can be requested (http:// or https://)"
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
