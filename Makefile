@@ -1,16 +1,19 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
-# Each builds its own virtual environment in .venv.
+# Each builds its own virtual environment in .venv. Every environment installs
+# the versions its file in constraints/ pins, dependencies of dependencies too
+# (docs/operations.md, "How tools are pinned").
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+AGENT_CONSTRAINTS := constraints/agent.txt
 
 .PHONY: demo test tools bench bench-peers bench-whylogs lint clean chart-files
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(AGENT_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,demo,lint,confluent]'
+	$(BIN)/pip install --quiet -c $(AGENT_CONSTRAINTS) --upgrade pip
+	$(BIN)/pip install --quiet -c $(AGENT_CONSTRAINTS) -e '.[test,demo,lint,confluent]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -50,13 +53,15 @@ bench: $(STAMP)
 BENCH_STAMP   := $(VENV)/.bench-installed
 WHYLOGS_VENV  := $(HOME)/.cache/ragdrift/bench-whylogs
 WHYLOGS_STAMP := $(WHYLOGS_VENV)/.installed-1.6.4
+WHYLOGS_CONSTRAINTS := constraints/bench-whylogs.txt
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[test,demo,bench]'
+	$(BIN)/pip install --quiet -c $(AGENT_CONSTRAINTS) -e '.[test,demo,bench]'
 	touch $(BENCH_STAMP)
 
-$(WHYLOGS_STAMP):
+$(WHYLOGS_STAMP): $(WHYLOGS_CONSTRAINTS)
 	$(PYTHON) -m venv $(WHYLOGS_VENV)
-	$(WHYLOGS_VENV)/bin/pip install --quiet 'whylogs==1.6.4' 'numpy<2' 'pandas<3' 'kafka-python==3.0.12' 'crc32c>=2.7'
+	$(WHYLOGS_VENV)/bin/pip install --quiet -c $(WHYLOGS_CONSTRAINTS) --upgrade pip
+	$(WHYLOGS_VENV)/bin/pip install --quiet -c $(WHYLOGS_CONSTRAINTS) 'whylogs==1.6.4' 'numpy<2' 'pandas<3' 'kafka-python==3.0.12' 'crc32c>=2.7'
 	touch $(WHYLOGS_STAMP)
 
 bench-whylogs: $(WHYLOGS_STAMP)
