@@ -55,7 +55,8 @@ def build(rules: Rules):
                        f'label_values(ragdrift_live_gate_verdict{{app=~"$app"}}, {role})',
                        f"The {role} pipeline version of the live gate's compared pairs (label `{role}` of "
                        f"ragdrift_live_gate_verdict): live_gate.{role} in the agent's configuration, or one of the "
-                       "app's two versions with most traffic in the window.")
+                       "app's versions serving on the newest day with events (the candidate the newest of them, "
+                       "the stable one the one with most events that day of the others).")
         for role in ("stable", "candidate")
     ]
     b = Board(rules, UID, "ragdrift / Canary vs stable",

@@ -81,6 +81,7 @@ def test_a_leaking_canary_fails_the_unauthorized_gate_with_event_ids(stored, cap
     assert gate["outcome"] == "fail" and gate["baseline"] == 0 and gate["candidate"] > 0
     assert gate["examples"] and all(e["event"].startswith("c-") for e in gate["examples"])
     assert report["reasons"][0].startswith("unauthorized:")
+    assert report["versions"]["pair"] == {"chosen": "given", "reason": "--pipeline STABLE --pipeline CANDIDATE"}
 
 
 def test_a_canary_regressing_one_app_fails_naming_the_slice_while_the_macro_figure_improves(stored, capsys):

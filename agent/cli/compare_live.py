@@ -85,7 +85,8 @@ def run_live(args: argparse.Namespace) -> int:
         print(f"ragdrift: warning: {damaged}", file=sys.stderr)
     judged, note = _judged(settings, first, last, args.app)
     window = {"from": first, "to": last, **({"app": args.app} if args.app else {})}
-    report = live_compare(Stored(days, queries, judged), stable, candidate, gate, window, partial_from=now)
+    report = live_compare(Stored(days, queries, judged), stable, candidate, gate, window, partial_from=now,
+                          why={"chosen": "given", "reason": "--pipeline STABLE --pipeline CANDIDATE"})
     if note:
         report["versions"]["judged"] = {"note": note}
     print(json_text(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from agent.core.compare.live import MEASURES, OTHER, HeldRows, LiveConfig, VersionCounts, empty_row
 from agent.core.compare.live_verdict import (
+    SERVING_RULE,
     LiveThresholds,
     Stored,
     filter_zero_p,
@@ -289,19 +290,24 @@ def test_a_stable_version_without_events_is_not_enough_data_not_a_fail():
 
 
 def days_of(**first_and_events) -> dict:
-    """Day rows: version -> (first ISO day with events, events a day), over DAYS."""
-    return {(day, "shop", v): day_row(n, 0.5) for v, (first, n) in first_and_events.items() for day in DAYS
-            if day >= first}
+    """Day rows: version -> (first ISO day with events, events a day[, last ISO day with events]), over DAYS."""
+    return {(day, "shop", v): day_row(n, 0.5) for v, (first, n, *last) in first_and_events.items() for day in DAYS
+            if first <= day <= (last or [DAYS[-1]])[0]}
+
+
+def paired(days: dict, history: dict | None = None) -> tuple[str, str] | None:
+    found = pair_of(days, history)
+    return None if found is None else (found.stable, found.candidate)
 
 
 def test_automatic_pairing_keeps_the_earlier_version_stable_past_half_the_traffic():
-    assert pair_of(days_of(v1=(DAYS[0], 40), v2=(DAYS[1], 400))) == ("v1", "v2")
-    assert pair_of(days_of(v1=(DAYS[0], 40), v2=(DAYS[0], 400))) == ("v2", "v1")  # same day: more traffic
+    assert paired(days_of(v1=(DAYS[0], 40), v2=(DAYS[1], 400))) == ("v1", "v2")
+    assert paired(days_of(v1=(DAYS[0], 40), v2=(DAYS[0], 400))) == ("v2", "v1")  # same day: more traffic
     # other is many versions and none is no version: neither is paired beside two named ones
-    assert pair_of(days_of(other=(DAYS[0], 900), none=(DAYS[0], 800), v1=(DAYS[0], 40), v2=(DAYS[1], 30))) \
+    assert paired(days_of(other=(DAYS[0], 900), none=(DAYS[0], 800), v1=(DAYS[0], 40), v2=(DAYS[1], 30))) \
         == ("v1", "v2")
-    assert pair_of(days_of(none=(DAYS[0], 800), v1=(DAYS[1], 40))) == ("none", "v1")
-    assert pair_of(days_of(other=(DAYS[0], 800), v1=(DAYS[1], 40))) is None
+    assert paired(days_of(none=(DAYS[0], 800), v1=(DAYS[1], 40))) == ("none", "v1")
+    assert paired(days_of(other=(DAYS[0], 800), v1=(DAYS[1], 40))) is None
 
 
 def test_the_first_day_is_looked_up_in_the_days_kept_not_only_the_window():
@@ -309,9 +315,29 @@ def test_the_first_day_is_looked_up_in_the_days_kept_not_only_the_window():
     history = days_of(v1=(DAYS[0], 40), v2=(DAYS[0], 400))
     history = {k: v for k, v in history.items() if k[0] > DAYS[0] or k[2] == "v1"}
     window = {k: v for k, v in history.items() if k[0] > DAYS[1]}
-    assert pair_of(window) == ("v2", "v1")  # the window alone: a tie broken by traffic
-    assert pair_of(window, history) == ("v1", "v2")
-    assert pair_of(window, {}) == ("v2", "v1")
+    assert paired(window) == ("v2", "v1")  # the window alone: a tie broken by traffic
+    assert paired(window, history) == ("v1", "v2")
+    assert paired(window, {}) == ("v2", "v1")
+
+
+def test_the_pair_is_of_the_versions_serving_on_the_newest_day_however_many_events_the_others_have():
+    # v0 and v1 served the first two days with most of the window's events and stopped; v5 serves,
+    # v6 (a canary) launched the last day and v7, older than v6, still serves a little.
+    days = days_of(v0=(DAYS[0], 5000, DAYS[1]), v1=(DAYS[0], 4000, DAYS[1]), v5=(DAYS[0], 300),
+                   v7=(DAYS[0], 20), v6=(DAYS[2], 30))
+    found = pair_of(days)
+    assert found is not None and (found.stable, found.candidate) == ("v5", "v6")
+    assert found.why == {"chosen": "serving", "day": DAYS[2], "serving": ["v5", "v6", "v7"], "reason": SERVING_RULE}
+    # a canary ramped past the stable version that day is still the candidate
+    assert paired(days_of(v1=(DAYS[0], 40), v2=(DAYS[2], 400))) == ("v1", "v2")
+    # one version serving, however many served before: no pair
+    assert paired(days_of(v0=(DAYS[0], 5000, DAYS[1]), v1=(DAYS[0], 40))) is None
+
+
+def test_the_report_says_which_pair_and_why():
+    why = {"chosen": "serving", "day": DAYS[2], "serving": ["a", "b"], "reason": SERVING_RULE}
+    report = live_compare(stored(0.0), "a", "b", LiveThresholds(resamples=200), why=why)
+    assert report["versions"]["pair"] == why
 
 
 def test_judged_items_without_a_version_count_as_none():
@@ -400,3 +426,41 @@ def test_events_dated_before_the_days_held_learn_no_names():
     named = {v for _, _, v in held.days if v != OTHER}
     assert len(named) == 16 and {d for d, _, _ in held.days} == {f"2026-11-{20 - d:02d}" for d in range(12)}
     assert {v for d, _, v in held.days if d < "2026-11-13"} == {OTHER}
+
+
+def at(i: int, version: str, ts: str, app: str = "shop") -> bytes:
+    return orjson.dumps({**orjson.loads(event(i, version=version)), "ts": ts, "app": app})
+
+
+def test_each_app_has_its_own_places_for_versions():
+    lines = [at(0, "v0", TS), at(1, "v1", TS), at(2, "docs-1", TS, app="docs"), at(3, "v2", TS)]
+    held = fold(lines, LiveConfig(max_versions=2))
+    assert sorted((app, v) for _, app, v in held.days) == [("docs", "docs-1"), ("shop", OTHER), ("shop", "v0"),
+                                                           ("shop", "v1")]
+
+
+def test_a_version_without_an_event_for_an_hour_gives_its_place_to_a_new_one_and_keeps_its_rows():
+    # v0 and v1 take the app's two places at 09:00; v1 stops. The canary launched at 09:30 waits in
+    # `other`; at 10:00 v1 has had no event for an hour (by the partition's newest event time), so the
+    # canary takes its place. v1 coming back finds no place free (v0 and the canary serve).
+    lines = [at(0, "v0", "2026-11-02T09:00:00Z"), at(1, "v1", "2026-11-02T09:00:00Z"),
+             at(2, "canary", "2026-11-02T09:30:00Z"), at(3, "v0", "2026-11-02T09:59:59Z"),
+             at(4, "canary", "2026-11-02T09:59:59Z"), at(5, "v0", "2026-11-02T10:00:00Z"),
+             at(6, "canary", "2026-11-02T10:00:00Z"), at(7, "canary", "2026-11-02T08:00:00Z"),
+             at(8, "v1", "2026-11-02T10:30:00Z")]
+    counts = LiveConfig(max_versions=2).partition()
+    for line in lines:
+        counts.observe(facts_of(decode(line).event))
+    days, queries = counts.take()
+    events = {v: row["events"] for (_, _, v), row in days.items()}
+    assert events == {"v0": 3, "v1": 1, OTHER: 3, "canary": 2}  # every event counted once, v1's under its name
+    assert sum(row["events"] for row in queries.values()) == len(lines)
+
+
+def test_a_place_is_freed_on_the_partitions_current_day_only():
+    # The partition's time is on 11-03: late events of 11-02 find its places as they were.
+    lines = [at(0, "v0", "2026-11-02T09:00:00Z"), at(1, "v1", "2026-11-02T09:00:00Z"),
+             at(2, "v2", "2026-11-03T12:00:00Z"), at(3, "canary", "2026-11-02T23:00:00Z")]
+    held = fold(lines, LiveConfig(max_versions=2))
+    assert sorted((d, v) for d, _, v in held.days) == [
+        ("2026-11-02", OTHER), ("2026-11-02", "v0"), ("2026-11-02", "v1"), ("2026-11-03", "v2")]

@@ -116,11 +116,11 @@ def test_one_apps_failure_leaves_the_others_judged_and_is_counted(gate, monkeypa
     save(gate, found)
     failing(monkeypatch, "docs")
     failed = []
-    judged = judge_apps(gate, GROUP, "2026-11-01", "2026-11-06", LiveThresholds(resamples=100), ("a", "b"),
+    judged = judge_apps(gate, GROUP, "2026-11-01", "2026-11-06", LiveThresholds(resamples=100), ("a", "b"), 50,
                         failed=lambda app, exc: failed.append((app, type(exc))))
     assert [j.app for j in judged] == ["shop"] and failed == [("docs", ValueError)]
     watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
-                          scheduler=new_scheduler())
+                          top_n=50, scheduler=new_scheduler())
     watch.reload()
     metrics = {m.name: m for m in LiveGateCollector(watch).collect()}
     assert [s.value for s in metrics["ragdrift_live_gate_evaluation_errors"].samples if s.name.endswith("_total")] == [1]
@@ -132,7 +132,7 @@ def test_an_app_whose_evaluation_fails_keeps_its_last_figures(gate, monkeypatch)
     save(gate, rows({(d, app, v): 40 for d in ("2026-11-04", "2026-11-05") for app in ("docs", "shop")
                      for v in ("a", "b")}, {}))
     watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
-                          scheduler=new_scheduler())
+                          top_n=50, scheduler=new_scheduler())
     watch.reload()
     before = {j.app: j for j in watch.judged}
     failing(monkeypatch, "docs")
@@ -162,5 +162,37 @@ def test_a_configured_version_must_be_one_events_can_name(tmp_path, value):
 def test_the_stable_version_is_the_first_seen_in_the_days_kept_after_the_window_moves(gate):
     save(gate, rows({**{(d, "shop", "v1"): 40 for d in ("2026-11-04", "2026-11-05", "2026-11-06")},
                      **{(d, "shop", "v2"): 400 for d in ("2026-11-05", "2026-11-06")}}, {}))
-    [found] = judge_apps(gate, GROUP, "2026-11-06", "2026-11-06", LiveThresholds(resamples=100), None)
+    [found] = judge_apps(gate, GROUP, "2026-11-06", "2026-11-06", LiveThresholds(resamples=100), None, 50)
     assert (found.stable, found.candidate) == ("v1", "v2")
+
+
+def test_apps_beyond_top_n_are_judged_together_as_other_on_every_family(gate):
+    # Seven apps, top_n 3: the three with most events keep their own series, the four others' rows are
+    # judged as one app `other`, and every live gate family carries those four app values, no more.
+    sizes = {f"app{i}": 100 - 10 * i for i in range(7)}
+    save(gate, rows({(d, app, v): n for d in ("2026-11-04", "2026-11-05") for app, n in sizes.items()
+                     for v in ("a", "b")}, {("2026-11-05", app, v, "q1"): 1 for app in sizes for v in ("a", "b")}))
+    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
+                          top_n=3, scheduler=new_scheduler())
+    watch.reload()
+    apps = {m.name: {s.labels["app"] for s in m.samples} for m in LiveGateCollector(watch).collect()
+            if m.name in ("ragdrift_live_gate_verdict", "ragdrift_live_gate_hard_failures", "ragdrift_live_gate_events")}
+    assert len(apps) == 3 and all(found == {"app0", "app1", "app2", "other"} for found in apps.values())
+    events = {(s.labels["app"], s.labels["pipeline_version"]): s.value for m in LiveGateCollector(watch).collect()
+              if m.name == "ragdrift_live_gate_events" for s in m.samples}
+    assert events[("other", "a")] == 2 * sum(n for app, n in sizes.items() if app >= "app3")
+    other = next(j for j in watch.judged if j.app == "other")
+    assert other.report["queries"]["onlyInBaseline"]["count"] == 0 and other.report["versions"]["a"]["events"] == 2 * 220
+
+
+def test_without_configured_versions_the_versions_serving_are_paired_and_the_report_says_why(gate):
+    # v0 and v1 had most events but stopped the day before; v5 and the canary v6 serve today.
+    save(gate, rows({**{(d, "shop", v): 900 for d in ("2026-11-04", "2026-11-05") for v in ("v0", "v1")},
+                     **{(d, "shop", "v5"): 100 for d in ("2026-11-04", "2026-11-05", "2026-11-06")},
+                     ("2026-11-06", "shop", "v6"): 10}, {}))
+    [found] = judge_apps(gate, GROUP, "2026-11-01", "2026-11-06", LiveThresholds(resamples=100), None, 50)
+    assert (found.stable, found.candidate) == ("v5", "v6")
+    assert found.report["versions"]["pair"]["chosen"] == "serving"
+    assert found.report["versions"]["pair"]["serving"] == ["v5", "v6"]
+    [configured] = judge_apps(gate, GROUP, "2026-11-01", "2026-11-06", LiveThresholds(resamples=100), ("v0", "v1"), 50)
+    assert configured.report["versions"]["pair"]["chosen"] == "configured"

@@ -22,14 +22,20 @@ results' sources (sum of squared shares); latency in seconds. Each is
 counted only where the event defines it.
 
 The version is the event's `pipeline.version` (`none` without one). With
-`versions` configured only those are counted; otherwise a partition counts
-the first `max_versions` it sees by name on each UTC day (of the event time)
-and the rest as `OTHER`, so a producer sending thousands of versions adds at
-most that many rows a day, and the versions of past days are forgotten: a
-new canary gets its own rows the next day at the latest, however many
-versions came before it. A partition holds the versions of 8 days; an event
-dated before the oldest of them counts as `OTHER`, so old or hostile
-timestamps cannot learn new names for days already forgotten. Events dated further ahead of their write time than
+`versions` configured only those are counted; otherwise a partition gives
+each app `max_versions` places on each UTC day (of the event time), taken by
+the first versions it sees, and counts the rest as `OTHER`. A place is taken
+while its version serves: one with no event for `IDLE` seconds of the
+partition's time (the newest event time it has counted; older or replayed
+events move it not) gives its place to the next new version, on the day of
+the partition's time only, so a canary launched on a busy app is counted by
+name within the hour. Its rows keep its name (what it counted is never
+moved), and if it comes back it is a new version again. So a producer
+sending thousands of versions adds at most `max_versions` rows an app at a
+time and `max_versions` x (1 + DAY / IDLE) a day. A partition holds the
+versions of 8 days; an event dated before the oldest of them counts as
+`OTHER`, so old or hostile timestamps cannot learn new names for days
+already forgotten. Events dated further ahead of their write time than
 `windows.max_future_seconds` are not counted (the metric families decide,
 `Context.future`): one wrong clock must not make a day row in the future.
 Queries held between checkpoints are bounded by `max_held_queries`: beyond
@@ -57,6 +63,8 @@ _SLOTS = len(COUNTS) + 2 * len(MEASURES)  # the counts, then (sum, n) of each me
 _T1, _AGE, _HHI, _LAT = (len(COUNTS) + 2 * i for i in range(len(MEASURES)))
 _SPACE = 1 << 32
 _DAYS_HELD = 8  # days whose versions a partition holds at once
+IDLE = 3600  # seconds of the partition's time without an event after which a version gives its place up
+_NO_APPS: dict[str, dict[str, float]] = {}  # read, never written: a day without versions yet
 
 DayKey = tuple[str, str, str]  # (ISO day, app, version)
 QueryKey = tuple[str, str, str, str]  # (ISO day, app, version, query id)
@@ -65,7 +73,7 @@ QueryKey = tuple[str, str, str, str]  # (ISO day, app, version, query id)
 @dataclass(frozen=True)
 class LiveConfig:
     versions: tuple[str, ...] = ()  # the versions counted; empty: any, bounded by max_versions
-    max_versions: int = 8
+    max_versions: int = 8  # places per app and day for versions counted by name
     sample_rate: float = 1.0  # share of query ids whose query rows are kept
     examples: int = 5  # event ids kept per day, app, version and gate
     max_held_queries: int = 50_000  # query rows held between checkpoints before one is asked for
@@ -137,7 +145,7 @@ class HeldRows:
 class VersionCounts(KeptAsRows):
     """One partition's live gate rows since the last `take` (a `Feature`)."""
 
-    __slots__ = ("config", "_days", "_queries", "_examples", "_labels", "_versions", "_iso")
+    __slots__ = ("config", "_days", "_queries", "_examples", "_labels", "_versions", "_now", "_iso")
     name = "live_gate"
 
     def __init__(self, config: LiveConfig = LiveConfig()) -> None:
@@ -146,7 +154,9 @@ class VersionCounts(KeptAsRows):
         self._queries: dict[tuple[int, str, str, str], list[float]] = {}
         self._examples: dict[tuple[int, str, str], dict[str, list[str]]] = {}
         self._labels: dict[tuple[int, str, str, str], tuple[str | None, str | None]] = {}
-        self._versions: dict[int, set[str]] = {}  # UTC day -> the versions counted by name that day
+        # UTC day -> app -> the versions holding a place, each with the partition's time at its last event
+        self._versions: dict[int, dict[str, dict[str, float]]] = {}
+        self._now = 0.0  # the partition's time: the newest event time counted
         self._iso: dict[int, str] = {}
 
     def observe(self, facts: Facts, ctx: Context | None = None) -> None:
@@ -154,15 +164,20 @@ class VersionCounts(KeptAsRows):
             return
         event = facts.event
         version = version_of(event) or NO_VERSION
-        day = int(facts.ts // DAY)
+        ts = facts.ts
+        if ts > self._now:
+            self._now = ts
+        day = int(ts // DAY)
+        app = event.app if ctx is None else ctx.app
         if self.config.versions:
             if version not in self.config.versions:
                 return
         else:
-            seen = self._versions.get(day)
-            if seen is None or version not in seen:  # a known version costs no call
-                version = self._learned(day, version)
-        app = event.app if ctx is None else ctx.app
+            held = self._versions.get(day, _NO_APPS).get(app)
+            if held is not None and version in held:  # a version holding its place costs no call
+                held[version] = self._now
+            else:
+                version = self._learned(day, app, version)
         key = (day, app, version)
         row = self._days.get(key)
         if row is None:
@@ -183,20 +198,26 @@ class VersionCounts(KeptAsRows):
             _count(qrow, flags[0], values)
             self._labels[qkey] = (query.type, query.language)
 
-    def _learned(self, day: int, version: str) -> str:
-        """The version's name, or `OTHER` once `max_versions` others have been counted that day."""
-        seen = self._versions.get(day)
-        if seen is None:
+    def _learned(self, day: int, app: str, version: str) -> str:
+        """The version's name, given a place of the app's that day (a free one, or on the partition's
+        current day one whose version has had no event for `IDLE` seconds), or `OTHER`."""
+        apps = self._versions.get(day)
+        if apps is None:
             if len(self._versions) >= _DAYS_HELD:  # the oldest day forgotten; days before it learn nothing
                 oldest = min(self._versions)
                 if day < oldest:
                     return OTHER
                 del self._versions[oldest]
-            seen = self._versions[day] = set()
-        if version not in seen:
-            if len(seen) >= self.config.max_versions:
+            apps = self._versions[day] = {}
+        held = apps.setdefault(app, {})
+        if len(held) >= self.config.max_versions:
+            if day != int(self._now // DAY):
                 return OTHER
-            seen.add(version)
+            idle = min(held, key=held.__getitem__)  # the longest without an event
+            if held[idle] > self._now - IDLE:
+                return OTHER
+            del held[idle]
+        held[version] = self._now
         return version
 
     def _example(self, key: tuple[int, str, str], gate: str, event_id: str) -> None:

@@ -59,7 +59,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.stats import binomtest
@@ -158,25 +158,45 @@ def versions_by_traffic(days: Mapping[DayKey, Mapping[str, Any]]) -> list[tuple[
     return sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+class Pair(NamedTuple):
+    """The compared versions and why these (the report's `versions.pair`)."""
+
+    stable: str
+    candidate: str
+    why: Mapping[str, Any]
+
+
+SERVING_RULE = ("candidate: the newest of the versions serving (first day with events, then fewer events); "
+                "stable: of the others, the one with most events that day")
+
+
 def pair_of(days: Mapping[DayKey, Mapping[str, Any]],
-            history: Mapping[DayKey, Mapping[str, Any]] | None = None) -> tuple[str, str] | None:
-    """(stable, candidate) for an app without configured versions: the two named versions with most
-    events in `days` (`none` only beside a single named one; `other` never, it is many versions),
-    the one seen first stable (ties: the one with more events), so a canary ramped past half the
-    traffic keeps its role; None with fewer than two. The first day is looked up in `history` (the
-    day rows kept, a longer span than the window; default `days`), so the roles hold after the
-    canary's first day has left the window."""
-    totals = dict(versions_by_traffic(days))
-    served = _first_days(days)
-    seen = _first_days(history) if history else {}
-    first = {v: min(day, seen.get(v, day)) for v, day in served.items()}
-    named = [v for v in totals if v not in (OTHER, NO_VERSION) and v in served]
-    if len(named) == 1 and NO_VERSION in served:
-        named.append(NO_VERSION)
-    if len(named) < 2:
+            history: Mapping[DayKey, Mapping[str, Any]] | None = None) -> Pair | None:
+    """The pair for an app without configured versions, among the versions serving now: those with
+    events on the newest day of `days` with any (`other` never, it is many versions; `none` only beside
+    a single named one). The newest of them is the candidate: its first day with events (looked up in
+    `history`, the day rows kept, a longer span than the window; default `days`), then fewer events
+    in `days`, then the name; stable is the one of the others with most events that day (then the
+    name). So versions that stopped serving are never paired, however many events
+    they have in the window, and a canary ramped past half the traffic stays the candidate. None with
+    fewer than two serving."""
+    today = max((day for (day, _, v), row in days.items() if v != OTHER and int(row["events"])), default=None)
+    if today is None:
         return None
-    two = sorted(named[:2], key=lambda v: (first[v], -totals[v], v))
-    return two[0], two[1]
+    now = versions_by_traffic({k: row for k, row in days.items() if k[0] == today})
+    serving = [v for v, n in now if n and v not in (OTHER, NO_VERSION)]
+    if len(serving) == 1 and any(v == NO_VERSION and n for v, n in now):
+        serving.append(NO_VERSION)
+    if len(serving) < 2:
+        return None
+    totals = dict(versions_by_traffic(days))
+    seen = _first_days(history) if history else {}
+    served = _first_days(days)
+    first = {v: min(served[v], seen.get(v, served[v])) for v in serving}
+    candidate = max(serving, key=lambda v: (first[v], -totals[v], v))
+    stable = next(v for v in serving if v != candidate)  # `now` is ordered by that day's events
+    return Pair(stable, candidate, {"chosen": "serving", "day": today, "serving": sorted(serving),
+                                    "reason": SERVING_RULE})
 
 
 def _first_days(days: Mapping[DayKey, Mapping[str, Any]]) -> dict[str, str]:
@@ -189,9 +209,11 @@ def _first_days(days: Mapping[DayKey, Mapping[str, Any]]) -> dict[str, str]:
 
 
 def live_compare(stored: Stored, stable: str, candidate: str, gate: LiveThresholds = LiveThresholds(),
-                 window: Mapping[str, Any] | None = None, partial_from: str | None = None) -> Report:
+                 window: Mapping[str, Any] | None = None, partial_from: str | None = None,
+                 why: Mapping[str, Any] | None = None) -> Report:
     """The live gate's report of `candidate` against `stable` over the stored rows given; days from
-    `partial_from` on (ISO, today's as it is still counting) are left out of the material threshold."""
+    `partial_from` on (ISO, today's as it is still counting) are left out of the material threshold.
+    `why` says how the pair was chosen (`Pair.why`, or who named it), as the report's `versions.pair`."""
     settings = PairedSettings(gate.resamples, gate.level, gate.seed)
     events = {v: sum(int(r["events"]) for (_, _, ver), r in stored.days.items() if ver == v) for v in (stable, candidate)}
     a, b = _queries(stored.queries, stable), _queries(stored.queries, candidate)
@@ -200,7 +222,8 @@ def live_compare(stored: Stored, stable: str, candidate: str, gate: LiveThreshol
     report: Report = {
         "thresholds": {"mode": "live", **gate.as_dict()},
         "versions": {"a": {"pipeline": stable, "events": events[stable], **(window or {})},
-                     "b": {"pipeline": candidate, "events": events[candidate], **(window or {})}},
+                     "b": {"pipeline": candidate, "events": events[candidate], **(window or {})},
+                     **({"pair": dict(why)} if why else {})},
         "queries": {"compared": len(both) if is_paired else min(len(a), len(b)),
                     "pairing": "paired" if is_paired else "unpaired",
                     **{name: {"count": len(found), "sample": sorted(f"{app}/{q}" for app, q in found)[:SAMPLE]}

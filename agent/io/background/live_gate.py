@@ -3,10 +3,13 @@
 Every `live_gate.refresh_seconds` (and once at start) a background job reads
 the stored day rows of the last `window_days` UTC days (today included, as
 checkpointed) and, per app, compares the configured versions (or the pair
-`pair_of` picks: the app's two named versions with most traffic, the one
-seen first in the day rows kept, `retention_days`, stable) with `live_compare`, the function `ragdrift compare
---live` calls, over the same rows and the same judged items
-(`judged_in_window`). Each app's query rows are read on their own, only
+`pair_of` picks among the versions serving on the newest day with events:
+the newest of them against the one with most events that day) with
+`live_compare`, the function `ragdrift compare --live` calls, over the same
+rows and the same judged items (`judged_in_window`); its report says which
+pair and why (`versions.pair`). Apps are folded as every family's: the
+`metrics.top_n` apps with most events in the window are judged each on its
+own, the others' rows together as app `other`. Each app's query rows are read on their own, only
 those of at most `max_queries` queries per version (chosen from the query
 ids before any row is loaded), so memory follows the cap, not the traffic.
 `LiveGateCollector` renders the last reports: a scrape never reads the store
@@ -14,8 +17,8 @@ nor computes. Every replica reads the one store, so the figures of
 the served traffic are the same on every replica (aggregate with `max`); the
 judged metrics come from the judged batches whose files a replica can read,
 so they may differ where batch directories are not shared. Without
-configured versions an app with a single named version in the window
-exports nothing; with them every app with rows exports its verdict (`not
+configured versions an app with fewer than two versions serving exports
+nothing; with them every app with rows exports its verdict (`not
 enough data` while a version has no events).
 
 An app whose evaluation fails (a store error, a bad row) is logged with the
@@ -42,6 +45,7 @@ from agent.core.compare import FAILED, NOT_ENOUGH, PASSED
 from agent.core.compare.live_verdict import (
     JudgedQuery,
     LiveThresholds,
+    Pair,
     Stored,
     judged_queries,
     live_compare,
@@ -49,6 +53,10 @@ from agent.core.compare.live_verdict import (
     versions_by_traffic,
 )
 from agent.core.judgments.judged import judged
+from agent.core.labels import OTHER
+from agent.core.snapshot import shown_values
+from agent.core.tally import Tally, inc
+from agent.core.zero_results import RETRIEVALS
 from agent.io.background.periodic import Periodic
 from agent.io.files import batch_files
 from agent.io.files.batch_files import ExportError
@@ -59,6 +67,7 @@ from agent.io.store.queue import Queue
 log = logging.getLogger("ragdrift.live_gate")
 JUDGED_WEEKS = 8  # judged batches read, newest first: one a week
 VERDICTS = {PASSED: "pass", FAILED: "fail", NOT_ENOUGH: "not_enough_data"}  # report's -> the label's
+CONFIGURED = {"chosen": "configured", "reason": "live_gate.stable and live_gate.candidate"}
 
 
 @dataclass(frozen=True)
@@ -97,32 +106,43 @@ def judged_in_window(store, group_id: str, first: str, last: str, app: str | Non
 
 
 def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate: LiveThresholds,
-               versions: tuple[str, str] | None, partial_from: str | None = None,
+               versions: tuple[str, str] | None, top_n: int, partial_from: str | None = None,
                failed: Callable[[str, Exception], None] | None = None) -> list[Judged]:
     """Each app's comparison over the stored rows from `first` to `last` (reads the store and the
-    judged batches' files). An app whose evaluation raises is handed to `failed` and left out;
-    without `failed` the error propagates."""
+    judged batches' files): the `top_n` apps with most events in the window each on its own, the
+    others together as `other`, the fold of every family's app label (agent/core/snapshot.py). An app
+    whose evaluation raises is handed to `failed` and left out; without `failed` the error propagates."""
     kept = (date.fromisoformat(last) - timedelta(days=store.retention_days)).isoformat()
     history = store.day_rows(group_id, min(kept, first), last)  # the first day each version served
     days = {k: v for k, v in history.items() if k[0] >= first}
     judged_rows, _ = judged_in_window(store.store, group_id, first, last)
+    events: Tally = {}
+    for (_, app, _), row in days.items():
+        n = row.get("events")
+        inc(events, (RETRIEVALS.name, app), n if isinstance(n, int) else 0)  # a bad row fails its app below
+    shown = shown_values(events, {}, top_n, {RETRIEVALS.name: ("app",)})["app"]  # by the store: every replica alike
+    groups: dict[str, set[str]] = {}
+    for _, app, _ in days:
+        groups.setdefault(app if app in shown else OTHER, set()).add(app)
     out = []
-    for app in sorted({key[1] for key in days}):
+    for label, apps in sorted(groups.items()):
         try:
-            app_days = {k: v for k, v in days.items() if k[1] == app}
-            pair = versions or pair_of(app_days, {k: v for k, v in history.items() if k[1] == app})
+            app_days = {k: v for k, v in days.items() if k[1] in apps}
+            pair = (Pair(*versions, CONFIGURED) if versions else
+                    pair_of(app_days, {k: v for k, v in history.items() if k[1] in apps}))
             if pair is None:
                 continue
-            stable, candidate = pair
-            queries = store.query_rows(group_id, first, last, app, pair, gate.max_queries)
-            stored = Stored(app_days, queries, [q for q in judged_rows if q.app == app])
-            report = live_compare(stored, stable, candidate, gate, {"from": first, "to": last}, partial_from)
+            queries = store.query_rows(group_id, first, last, label if label in shown else None, pair[:2],
+                                       gate.max_queries, () if label in shown else shown)
+            stored = Stored(app_days, queries, [q for q in judged_rows if q.app in apps])
+            report = live_compare(stored, pair.stable, pair.candidate, gate, {"from": first, "to": last},
+                                  partial_from, pair.why)
             totals = dict(versions_by_traffic(app_days))
-            out.append(Judged(app, stable, candidate, {v: totals.get(v, 0) for v in pair}, report))
+            out.append(Judged(label, pair.stable, pair.candidate, {v: totals.get(v, 0) for v in pair[:2]}, report))
         except Exception as exc:  # one app's bad rows must not silence the others
             if failed is None:
                 raise
-            failed(app, exc)
+            failed(label, exc)
     return out
 
 
@@ -131,9 +151,9 @@ class LiveGateWatch(Periodic):
 
     def __init__(self, store: LiveGateStore, group_id: str, gate: LiveThresholds, window_days: int,
                  versions: tuple[str, str] | None, refresh_seconds: float, clock: Callable[[], float] = time.time, *,
-                 scheduler: BackgroundScheduler):
+                 top_n: int, scheduler: BackgroundScheduler):
         super().__init__("live-gate-refresh", refresh_seconds, log, "the live gate's rows", scheduler)
-        self.store, self.group_id, self.gate = store, group_id, gate
+        self.store, self.group_id, self.gate, self.top_n = store, group_id, gate, top_n
         self.window_days, self.versions, self.clock = window_days, versions, clock
         self.refresh_seconds = refresh_seconds
         self.judged: tuple[Judged, ...] = ()
@@ -150,7 +170,7 @@ class LiveGateWatch(Periodic):
             self.errors += 1
             log.error("live gate evaluation of app %r failed: %s", app, exc.__class__.__name__)
 
-        fresh = judge_apps(self.store, self.group_id, first, last, self.gate, self.versions,
+        fresh = judge_apps(self.store, self.group_id, first, last, self.gate, self.versions, self.top_n,
                            partial_from=last, failed=failed)
         kept = [found for found in self.judged if found.app in failing]  # a failure resolves no alert
         self.judged = tuple(sorted([*fresh, *kept], key=lambda found: found.app))

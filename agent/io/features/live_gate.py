@@ -32,7 +32,7 @@ class LiveGate(Feature[HeldRows]):
         versions = (section.stable, section.candidate) if section.stable else None
         self.watch = LiveGateWatch(self.rows, wiring.settings.kafka.group_id, thresholds(section),
                                    section.window_days, versions, section.refresh_seconds,
-                                   scheduler=wiring.scheduler)
+                                   top_n=wiring.settings.metrics.top_n, scheduler=wiring.scheduler)
 
     def partition(self, group: str, tp: TopicPartition, restore: bool) -> VersionCounts:
         return self.config.partition()  # only deltas are held: a restored partition starts with none

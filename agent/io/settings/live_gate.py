@@ -23,14 +23,14 @@ _C = LiveConfig()
 @dataclass(frozen=True)
 class LiveGateSettings:
     enabled: bool = False  # count per pipeline version and export the gate's verdict
-    stable: str = ""  # the stable version; empty (with candidate): the two versions with most traffic
+    stable: str = ""  # the stable version; empty (with candidate): per app, of the versions serving (`pair_of`)
     candidate: str = ""  # the version on trial
     window_days: int = 7  # the agent evaluates the last this many UTC days, today included
     refresh_seconds: float = 300.0
     sample_rate: float = _C.sample_rate  # share of query ids whose per-query rows are kept
     examples: int = _C.examples  # event ids kept per day, app, version and hard gate
     retention_days: int = 35  # per-query rows older than this are deleted
-    max_versions: int = _C.max_versions  # versions a partition counts by name when none are configured
+    max_versions: int = _C.max_versions  # a partition's places per app and day for versions counted by name
     max_held_queries: int = _C.max_held_queries  # per-query rows held before a checkpoint is asked for
     min_queries: int = _T.min_queries
     min_slice_queries: int = _T.min_slice_queries

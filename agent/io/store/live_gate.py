@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -144,11 +144,13 @@ class LiveGateStore:
                                                                           max_queries)
 
     def query_rows(self, group_id: str, first: str, last: str, app: str | None = None,
-                   versions: tuple[str, ...] | None = None, max_queries: int | None = None
-                   ) -> dict[QueryKey, dict[str, Any]]:
-        """The query rows of `stored`."""
+                   versions: tuple[str, ...] | None = None, max_queries: int | None = None,
+                   other_than: Collection[str] = ()) -> dict[QueryKey, dict[str, Any]]:
+        """The query rows of `stored`; with `other_than` (and no `app`) those of every app but these."""
         q = self.queries.c
         where = self._where(q, group_id, first, last, app)
+        if other_than:
+            where.append(q.app.not_in(other_than))
         if versions is not None:
             where.append(q.version.in_(versions))
         columns = (q.day, q.app, q.version, q.query_id, q.counts)
@@ -176,7 +178,6 @@ class LiveGateStore:
             except ValueError:
                 self.damaged.skip(table.name, key)
         return out
-
 
     def _where(self, c, group_id: str, first: str, last: str, app: str | None) -> list:
         return [c.group_id == group_id, c.day >= first, c.day <= last, *([c.app == app] if app is not None else [])]
