@@ -9,10 +9,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import msgspec
 import pytest
 import yaml
 
 from agent.cli import main
+from agent.core import escape
 from agent.core.batch import BatchConfig, build
 from agent.core.judgments.judged import Judged
 from agent.core.judgments.labels import Label
@@ -121,7 +123,7 @@ def test_markdown_and_one_batch_by_id(capsys, tmp_path, batches):
     status, out, _ = report_cli(capsys, tmp_path, batches, "--batch", first, "--format", "md", "--resamples", "50",
                                 "--relevance-threshold", "1", "--gain", "linear")
     assert status == 0
-    assert out.startswith(f"### Judgment report {first} (2026-W47)")
+    assert out.startswith(f"### Judgment report {escape.markdown(first)} (2026\\-W47)")  # input texts, escaped
     assert "| policy | value |" in out and "| gain | linear |" in out and "| relevance | mean grade >= 1 |" in out
     assert "app\\|lexical" in out  # a stratum's bar is escaped in a Markdown cell
 
@@ -161,3 +163,41 @@ def test_plots_without_matplotlib_name_the_extra(capsys, batches, tmp_path, monk
     status, _, err = report_cli(capsys, tmp_path, batches, "--plots", str(tmp_path / "plots"))
     assert status == 2 and err == "ragdrift: error: --plots needs matplotlib: pip install 'ragdrift-agent[plots]'\n"
     assert not (tmp_path / "plots").exists()
+
+
+FORGED = "x\n**verdict: pass**\n<!--\x1b[2J |*_`[a](b)#"  # a line of its own, then a comment hiding the rest
+PRINTED = "<!-- **verdict: pass** |*_`[a](b)#"  # a judge name the importer takes: printable
+
+
+def test_input_texts_cannot_forge_the_report(capsys, tmp_path):
+    """Strata, slice values and event ids from the batch's key, its manifest's week, a judge name imported
+    by `ragdrift judgments import` and one with control characters (and a tag) in the store hold newlines,
+    markup and an escape sequence: each stays on its line, as text; JSON stays JSON."""
+    week = "2026-W48"
+    candidates = [msgspec.structs.replace(c, event_id=f"{FORGED}{c.event_id}", app=FORGED, language=FORGED,
+                                          pipeline_version=FORGED, stratum=c.stratum.replace("app|", FORGED + "|"))
+                  for c in week_candidates(week)]
+    batch = build(week, candidates, CONFIG)
+    directory = batch_files.write(tmp_path / "batches", batch, batch.items)
+    manifest, key = batch_files.read_batch(directory)
+    (Path(directory) / "manifest.json").write_text(json.dumps({**manifest, "week": FORGED}))
+    labels = [msgspec.structs.replace(x, judge=FORGED, tags=(*x.tags, FORGED)) if x.judge == "bob" else x
+              for x in labels_for(batch)]
+    config = stored(tmp_path, [Judged({**manifest, "week": week}, key, labels)])
+    judged = tmp_path / "judged.jsonl"
+    judged.write_text("".join(json.dumps({"item": x.item, "chunk": x.chunk, "judge": PRINTED, "grade": 3 - x.grade})
+                              + "\n" for x in labels if x.judge == "ann"))
+    assert main(["judgments", "import", str(judged), "--config", str(config)]) == 0
+    capsys.readouterr()
+    for fmt, text, row in (("md", escape.markdown, "\n| "), ("table", escape.plain, "\n")):
+        assert main(["judgments", "report", "--config", str(config), "--format", fmt, "--resamples", "20"]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and not any(line.startswith(("**verdict", "<!--")) for line in out.splitlines())
+        for shown in (f"Judgment report {text(batch.batch_id)} ({text(FORGED)})", f" {text(FORGED)}{text('|')}lexical ",
+                      f"{row}{text(FORGED)} ", f"{text(PRINTED)}=", f"{text(FORGED)}=", text(f"{FORGED}{week}-e")):
+            assert shown in out, (fmt, shown)
+        if fmt == "md":
+            assert "<!--" not in out and "**" not in out and "`" not in out.replace("\\`", "")
+    assert main(["judgments", "report", "--config", str(config), "--format", "json", "--resamples", "20"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["week"] == FORGED and any(FORGED in d["grades"] for d in found["agreement"]["disagreements"])

@@ -3,14 +3,18 @@
 The figures come from the core (agent/core/judgments/report.py); this module
 reads a batch's manifest and key from its directory and lays the figures out.
 The table and Markdown renderings share one layout: a list of sections, each
-a title, a header and rows of text.
+a title, a header and rows of text. Every text that comes from the batch's
+files, its labels or the store (batch ids, weeks, strata, slice values, item,
+chunk and event ids, judge names) is written through the format's escape
+(agent/core/escape.py), so none adds a line, a control sequence or markup.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from agent.core import escape
 from agent.core.judgments.judged import Judged
 from agent.core.judgments.report import REPORT_METRICS, Options, report
 
@@ -27,24 +31,28 @@ def render(found: Sequence[dict], fmt: str) -> str:
     """The reports in `fmt`: JSON has one report per line."""
     if fmt == "json":
         return "".join(json.dumps(r, sort_keys=True) + "\n" for r in found)
-    lay = markdown if fmt == "md" else table
-    return "\n".join(lay(title, header, rows) for r in found for title, header, rows in sections(r))
+    lay, text = (markdown, escape.markdown) if fmt == "md" else (table, escape.plain)
+    return "\n".join(lay(title, header, rows) for r in found for title, header, rows in sections(r, text))
 
 
-def sections(r: dict) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, rows) of every part of one report."""
+def sections(r: dict, text: Callable[[str], str]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of every part of one report; `text` escapes what comes from the inputs."""
+
+    def given(value: object) -> str:
+        return text(str(value))
+
     c, a, policy = r["counts"], r["agreement"], r["policy"]
     out = [
-        (f"Judgment report {r['batch_id']} ({r['week']})", ["policy", "value"],
+        (f"Judgment report {given(r['batch_id'])} ({given(r['week'])})", ["policy", "value"],
          [[name, str(value)] for name, value in policy.items()]),
         ("Counts", ["count", "value"], [[name, str(value)] for name, value in c.items()]),
         ("Metrics (estimate, 95 % interval, items)", ["view", "stratum", "items", *(TITLES[m] for m in REPORT_METRICS)],
-         [[v["view"], v["stratum"], str(v["items"]), *(figure(v["metrics"][m]) for m in REPORT_METRICS)]
+         [[v["view"], given(v["stratum"]), str(v["items"]), *(figure(v["metrics"][m]) for m in REPORT_METRICS)]
           for v in r["views"]]),
     ]
     for name, rows in r["slices"].items():
         out.append((f"Traffic precision by {name}, worst first", [name, "items", "precision"],
-                    [[row["value"], str(row["items"]), figure(row["precision"])] for row in rows]))
+                    [[given(row["value"]), str(row["items"]), figure(row["precision"])] for row in rows]))
     cited = r["citations"]
     out.append((f"Citations: judged chunks of the {cited['items']} items that report them",
                 ["chunks", "relevant", "irrelevant", "share relevant"],
@@ -54,13 +62,13 @@ def sections(r: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     exact = "n/a" if a["exact"] is None else f"{a['exact']:.3f}"
     out.append((f"Agreement: {a['weights']}-weighted kappa {kappa}, exact {exact} over {a['pairs']} pairs; "
                 "disagreements", ["item", "chunk", "grades", "across the threshold"],
-                [[d["item"], d["chunk"], " ".join(f"{j}={g}" for j, g in d["grades"].items()),
+                [[given(d["item"]), given(d["chunk"]), " ".join(f"{given(j)}={g}" for j, g in d["grades"].items()),
                   "yes" if d["crosses_threshold"] else "no"] for d in a["disagreements"]]))
     out.append(("Judged tags", ["tag", "chunks", "items", "missed by the agent"],
                 [[tag, str(t["chunks"]), str(t["items"]), "judges only" if t["missed_by_agent"] is None
                   else str(t["missed_by_agent"])] for tag, t in r["tags"]["found"].items()]))
     out.append(("Tags the agent's checks missed", ["item", "chunk", "event", "tag"],
-                [[m["item"], m["chunk"], m["event_id"], m["tag"]] for m in r["tags"]["missed"]]))
+                [[given(m["item"]), given(m["chunk"]), given(m["event_id"]), m["tag"]] for m in r["tags"]["missed"]]))
     out.append(("Calibration: share relevant per score bin", ["score bin", "chunks", "relevant"],
                 [[f"{b['low']:.2f}-{b['high']:.2f}", str(b["chunks"]), f"{b['relevance']:.3f}"]
                  for b in r["calibration"]]))
@@ -90,5 +98,5 @@ def markdown(title: str, header: list[str], rows: list[list[str]]) -> str:
     if not rows:
         return f"### {title}\n\n(none)\n"
     lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]  # a text's | was escaped with its other punctuation
     return "\n".join(lines) + "\n"
