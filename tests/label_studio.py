@@ -6,11 +6,14 @@ in the project's: ``.ci/label-studio`` installs label-studio 1.23.2 into
 ``make test`` runs it first (``make tools``). When it is missing, a test using
 the fixture FAILS in CI (``CI=true``) and skips elsewhere, saying to run that script.
 
-The server runs from a fresh data directory (``LABEL_STUDIO_BASE_DATA_DIR``
-in its temp dir), on a free loopback port, with one user whose legacy API
-token is set with ``--user-token`` and enabled for its organization with
-``--enable-legacy-api-token`` (since 1.17 legacy tokens are off by default
-per organization). Telemetry, Sentry and the version check are switched off.
+The server runs the README's ``label-studio start`` command, with the
+settings it sets (Sentry error reports and usage analytics off) and no other
+``LABEL_STUDIO_*`` variable of the caller's: its own free port, a fresh data
+directory (``LABEL_STUDIO_BASE_DATA_DIR`` in its temp dir) and one user whose
+legacy API token is set with ``--user-token`` and enabled for its
+organization with ``--enable-legacy-api-token`` (since 1.17 legacy tokens are
+off by default per organization). Unless ``as_written``, it also listens on
+loopback only, skips the version check and refuses sign-ups.
 
     from tests.label_studio import LabelStudioServer
     with LabelStudioServer() as server:
@@ -19,8 +22,11 @@ per organization). Telemetry, Sentry and the version check are switched off.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import secrets
+import shlex
 import time
 import urllib.error
 from pathlib import Path
@@ -33,6 +39,9 @@ from tests.services import ChildProcess, Missing, ServiceError, free_port, http_
 VERSION = "1.23.2"
 INSTALL_HINT = "run .ci/label-studio to install it"
 MISSING = Missing("label-studio", "make tools", root=False)
+ROOT = Path(__file__).resolve().parent.parent
+CONSTRAINTS = ROOT / "constraints" / "label-studio.txt"
+STAMP = ".ragdrift-constraints"  # .ci/label-studio writes the constraints' SHA-256 here
 
 
 def venv() -> Path:
@@ -54,18 +63,51 @@ def label_studio_bin() -> str:
     if f"label_studio-{VERSION}.dist-info" not in found:
         raise LabelStudioMissing(f"{where} holds {found or 'no label_studio'}, not label-studio {VERSION}: "
                            f"{INSTALL_HINT}")
+    stamp = where / STAMP
+    if not stamp.is_file() or stamp.read_text().strip() != hashlib.sha256(CONSTRAINTS.read_bytes()).hexdigest():
+        raise LabelStudioMissing(f"{where} was not installed with the current {CONSTRAINTS.relative_to(ROOT)}: "
+                                 f"{INSTALL_HINT}")
     return str(exe)
 
 
+def installed() -> Path:
+    """The venv .ci/label-studio installs; when it is not there, the test fails in CI and skips elsewhere."""
+    reason = None
+    try:
+        label_studio_bin()
+    except LabelStudioMissing as exc:
+        reason = str(exc)
+    if reason is not None:  # outside the except block: no chained traceback in the report
+        unavailable(reason, MISSING)
+    return venv()
+
+
+def readme_command() -> tuple[dict[str, str], list[str]]:
+    """The README's ``label-studio start`` command as a shell reads it: the variables it sets, then its words."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    first = last = next(i for i, line in enumerate(lines) if "label-studio start" in line)
+    while lines[first - 1].endswith("\\"):
+        first -= 1
+    while lines[last].endswith("\\"):
+        last += 1
+    words = shlex.split(" ".join(line.removesuffix("\\") for line in lines[first:last + 1]))
+    settings = {}
+    while re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        settings[name] = value
+    return settings, words
+
+
 class LabelStudioServer(ChildProcess):
-    """``label-studio start`` with one user and a known legacy token."""
+    """The README's ``label-studio start`` with one user and a known legacy token."""
 
     name = "label-studio"
     start_timeout = 120.0  # ~20-30 s on two cores: migrations run on every fresh data dir
 
-    def __init__(self, binary: str | None = None, port: int | None = None) -> None:
+    def __init__(self, binary: str | None = None, port: int | None = None, as_written: bool = False) -> None:
         self.binary = binary or label_studio_bin()  # before the temp dir exists
         super().__init__()
+        self.as_written = as_written
         self.port = port or free_port()
         self.username = "judge@ragdrift.test"
         self.password = secrets.token_hex(16)  # never a leading "-", which argparse would take for an option
@@ -77,23 +119,19 @@ class LabelStudioServer(ChildProcess):
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        return [
-            self.binary, "start", "--no-browser",
-            "--internal-host", "127.0.0.1", "--port", str(self.port),
-            "--username", self.username, "--password", self.password,
-            "--user-token", self.token, "--enable-legacy-api-token",
-        ]
+        words = [self.binary, *readme_command()[1][1:]]
+        for option, value in (("--port", str(self.port)), ("--username", self.username),
+                              ("--password", self.password), ("--user-token", self.token)):
+            words[words.index(option) + 1] = value
+        return words if self.as_written else [*words, "--internal-host", "127.0.0.1"]
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update({
-            "LABEL_STUDIO_BASE_DATA_DIR": str(self.tmpdir / "data"),
-            "LABEL_STUDIO_COLLECT_ANALYTICS": "false",
-            "LABEL_STUDIO_LATEST_VERSION_CHECK": "false",
-            "LABEL_STUDIO_SENTRY_DSN": "",
-            "LABEL_STUDIO_FRONTEND_SENTRY_DSN": "",
-            "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
-        })
+        # Label Studio reads LABEL_STUDIO_X, then HEARTEX_X, then X: the caller's own go, the README's are read first
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "HEARTEX_"))}
+        env.update(readme_command()[0])
+        env["LABEL_STUDIO_BASE_DATA_DIR"] = str(self.tmpdir / "data")
+        if not self.as_written:
+            env.update({"LABEL_STUDIO_LATEST_VERSION_CHECK": "false", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true"})
         return env
 
     def ready(self) -> bool:
@@ -119,16 +157,22 @@ class LabelStudioServer(ChildProcess):
         return LabelStudio(self.url, self.token)
 
 
-@pytest.fixture(scope="session", name="label_studio")
-def label_studio_fixture():
-    """A started ``LabelStudioServer`` (``.url``, ``.token``, ``.client()``), one per session."""
+def started(as_written: bool = False) -> LabelStudioServer:
+    """A started ``LabelStudioServer``; when it cannot start, the test fails in CI and skips elsewhere."""
     server, reason, missing = None, None, None
     try:
-        server = LabelStudioServer().start()
+        server = LabelStudioServer(as_written=as_written).start()
     except ServiceError as exc:
         reason, missing = str(exc), MISSING if isinstance(exc, LabelStudioMissing) else None
     if server is None:  # outside the except block: no chained traceback in the report
         unavailable(reason, missing)
+    return server
+
+
+@pytest.fixture(scope="session", name="label_studio")
+def label_studio_fixture():
+    """A started ``LabelStudioServer`` (``.url``, ``.token``, ``.client()``), one per session."""
+    server = started()
     try:
         yield server
     finally:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
 import threading
 import traceback
 import xml.etree.ElementTree as ET
@@ -27,6 +29,8 @@ from agent.io.label_studio.client import (
 )
 from agent.io.label_studio.guide import GRADE_MEANINGS, TAG_MEANINGS
 from tests.hostile_http import HostileServer
+from tests.label_studio import LabelStudioServer, installed, readme_command, started
+from tests.services import http_get
 
 ITEMS = [
     {"item": "2026-W48-0001", "judges": 1,
@@ -277,9 +281,66 @@ def test_an_answer_above_the_bound_is_refused():
         LabelStudio(server.url, "secret-token-value", max_bytes=1_000_000).export_annotations(1)
 
 
+# -- the README's command ----------------------------------------------------
+
+# Label Studio reports errors (server and browser) to its vendor's Sentry and usage analytics to its
+# vendor unless told not to; an error while a judge works can carry judged query and chunk text.
+SENDS_NOTHING = {"LABEL_STUDIO_SENTRY_DSN": "", "LABEL_STUDIO_FRONTEND_SENTRY_DSN": "",
+                 "LABEL_STUDIO_COLLECT_ANALYTICS": "false"}
+
+
+def test_the_readmes_label_studio_command_sends_its_vendor_nothing(monkeypatch):
+    settings, words = readme_command()
+    assert words[:2] == ["~/.cache/ragdrift/label-studio-venv/bin/label-studio", "start"]
+    assert {name: settings.get(name) for name in SENDS_NOTHING} == SENDS_NOTHING
+    # the tests' Label Studio runs with the README's settings, whatever the caller's environment says
+    monkeypatch.setenv("LABEL_STUDIO_SENTRY_DSN", "https://key@sentry.example/1")
+    test_server = LabelStudioServer(binary="label-studio")
+    try:
+        assert SENDS_NOTHING.items() <= test_server.env().items()
+    finally:
+        test_server.stop()
+
+
 # -- a real Label Studio -------------------------------------------------------
 
 server = pytest.mark.label_studio  # `-m "not label_studio"` deselects these
+
+
+@server
+def test_the_readmes_label_studio_command_starts_as_written():
+    """The README's command and settings, with nothing of the tests' own but the port, the credentials and a fresh
+    data directory (the caller's LABEL_STUDIO_* variables are dropped): up on /health, the token accepted."""
+    as_written = started(as_written=True)
+    try:
+        assert b'"UP"' in http_get(as_written.url + "/health")
+    finally:
+        as_written.stop()
+
+
+# Reading Label Studio's settings runs its Sentry set-up, as its server does at start.
+SENTRY_SET_UP = """
+import os, sys
+import label_studio
+sys.path.insert(0, os.path.dirname(label_studio.__file__))
+os.environ["DJANGO_SETTINGS_MODULE"] = "core.settings.label_studio"
+from django.conf import settings
+settings.SENTRY_DSN
+import sentry_sdk
+print(sentry_sdk.get_client().is_active())
+"""
+
+
+@server
+def test_label_studios_sentry_set_up_takes_the_pinned_sentry_sdk(tmp_path):
+    """A team may send Label Studio's errors to a Sentry of its own; sentry-sdk 3 refuses the set-up (TypeError)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABEL_STUDIO_")}
+    env.update({"LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path), "LABEL_STUDIO_LATEST_VERSION_CHECK": "false",
+                "LABEL_STUDIO_SENTRY_DSN": "http://key@127.0.0.1:9/1"})  # nothing is sent: no error happens
+    done = subprocess.run([installed() / "bin" / "python", "-c", SENTRY_SET_UP], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.split()[-1:] == ["True"]
 
 
 @pytest.fixture(scope="module")
