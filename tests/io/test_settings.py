@@ -731,7 +731,7 @@ def test_librdkafka_settings_pass_with_confluent_kafka(tmp_path):
 def _check_config(tmp_path, capsys, kafka: dict) -> tuple[int, str]:
     from tests.test_cli import run
 
-    path = write(tmp_path, yaml.safe_dump({"kafka": {"library": "confluent-kafka", **kafka}}))
+    path = write(tmp_path, yaml.safe_dump({"kafka": {"library": "confluent-kafka", **kafka}, "judgment": {"salt": "s"}}))
     status, _, err = run(capsys, "check-config", str(path))
     return status, err
 
