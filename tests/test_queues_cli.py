@@ -4,12 +4,14 @@ on a real SQLite store."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
 from agent.cli import main
+from agent.core.escape import plain
 from agent.core.sampling import UNIFORM
 from agent.core.security import Incident
 from agent.io.background.judgment import JudgmentCollector, JudgmentJobs
@@ -94,6 +96,27 @@ def test_security_list(config, capsys):
     table = capsys.readouterr().out
     assert "a2" in table and "a1" not in table and "c9" in table
     assert main(["security", "list", "--config", str(config), "--since", "yesterday"]) == 2
+
+
+FORGED = "x\n2026-01-01T00:00:00Z  forged  e0\x1b[2J"  # a row of its own, then an escape sequence
+
+
+def test_security_list_writes_stored_texts_on_their_line(config, tmp_path, capsys):
+    """An app name, event and chunk ids from the store, and an unreadable row's event id, stay on their line."""
+    forged = Incident(event_id=FORGED, ts=1_764_200_000.0, app=FORGED, query_id="q0000000", tenant="acme",
+                      claims_present=True, pipeline_version="v1", results=5,
+                      unauthorized=((FORGED, "wiki", 2, "globex", True),))
+    queue = Queue(Store(load(config).store.url, None, TABLES))
+    with queue.store.engine.begin() as conn:
+        queue.writes("ragdrift", "t", 0, (), (), [forged])(conn)
+    queue.store.close()
+    with sqlite3.connect(tmp_path / "state.db") as conn:
+        conn.execute("UPDATE ragdrift_security_queue SET event_id = ?, incident = ? WHERE event_id = 'a1'",
+                     (FORGED + "!", b'{"event_id": '))
+    assert main(["security", "list", "--config", str(config)]) == 1
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and len(out.splitlines()) == 3 and len(err.splitlines()) == 1  # header, a2, forged
+    assert out.count(plain(FORGED)) == 3 and err.endswith(f"event ids: {plain(FORGED)}!\n")
 
 
 def test_the_queues_figures_as_metrics(config):

@@ -1,4 +1,9 @@
-"""`ragdrift batch build|push` and `ragdrift security list`: the judgment and security queues."""
+"""`ragdrift batch build|push` and `ragdrift security list`: the judgment and security queues.
+
+The security list's texts come from the store (app names, event and chunk
+ids): the table writes each through escape.plain, so none adds a line or a
+control sequence.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from datetime import UTC, datetime
 
 from agent.cli.common import UsageError, at_least, http_url, open_store, positive
 from agent.cli.run import settings_from
+from agent.core.escape import plain
 
 _NAMED = 20  # unreadable rows named by event id; the count covers the rest
 
@@ -144,11 +150,11 @@ def list_security(args: argparse.Namespace) -> int:
         print(f"{'time':<20} {'app':<16} {'event':<36} {'unauthorized':>12}  chunks")
         for x in incidents:
             when = datetime.fromtimestamp(x.ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            chunks = ", ".join(r[0] for r in x.unauthorized) or "(claims missing)"
-            print(f"{when:<20} {x.app:<16} {x.event_id:<36} {len(x.unauthorized):>12}  {chunks}")
+            chunks = ", ".join(plain(r[0]) for r in x.unauthorized) or "(claims missing)"
+            print(f"{when:<20} {plain(x.app):<16} {plain(x.event_id):<36} {len(x.unauthorized):>12}  {chunks}")
     if unreadable:  # after the rows that could be read: the queue stays usable with a damaged row
         sys.stdout.flush()
-        named = ", ".join(unreadable[:_NAMED]) + (f" and {len(unreadable) - _NAMED} more" if len(unreadable) > _NAMED else "")
+        named = ", ".join(map(plain, unreadable[:_NAMED])) + (f" and {len(unreadable) - _NAMED} more" if len(unreadable) > _NAMED else "")
         print(f"ragdrift: error: {len(unreadable)} unreadable security queue row(s) skipped, event ids: {named}",
               file=sys.stderr)
         return 1
