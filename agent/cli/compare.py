@@ -8,7 +8,7 @@ import hashlib
 import json
 
 from agent.cli.common import UsageError, json_text, progress
-from agent.cli.evaluate import _read
+from agent.cli.evaluate import _read, read_run
 
 
 def add_parser(commands) -> None:
@@ -43,7 +43,6 @@ def run_compare(args: argparse.Namespace) -> int:
     from agent.core.compare import COMPARED, PASSED, GateError, GateThresholds, Inputs, compare, parse_gate
     from agent.core.judgments import policy_of
     from agent.core.judgments.formats import FormatError, parse_qrels
-    from agent.core.judgments.runs import parse_any_run
 
     if args.live:
         from agent.cli.compare_live import run_live
@@ -55,26 +54,22 @@ def run_compare(args: argparse.Namespace) -> int:
         raise UsageError("--pipeline, --from, --to, --app and --config go with --live")
     if args.k < 1:
         raise UsageError(f"K must be at least 1, got {args.k}")
-    texts = {name: _read(path) for name, path in (("qrels", args.qrels), ("a", args.run_a), ("b", args.run_b))}
+    text = _read(args.qrels)
     try:
-        qrels = parse_qrels(texts["qrels"])
+        qrels = parse_qrels(text)
     except FormatError as exc:
         raise UsageError(f"{args.qrels}: {exc}") from None
+    versions = {"qrels": _version(args.qrels, hashlib.sha256(text.encode("utf-8")).hexdigest())}
     runs = {}
     for name, path in (("a", args.run_a), ("b", args.run_b)):
-        try:
-            runs[name] = parse_any_run(texts[name], reject_duplicates=True)
-        except FormatError as exc:
-            raise UsageError(f"{path}: {exc}") from None
+        runs[name], digest = read_run(path, qrels, reject_duplicates=True)
+        versions[name] = {**_version(path, digest), "config": runs[name].config, "corpus": runs[name].corpus}
     gate = GateThresholds()
     if args.gate:
         try:
             gate = parse_gate(_read(args.gate), COMPARED)
         except GateError as exc:
             raise UsageError(f"{args.gate}: {exc}") from None
-    versions = {"qrels": _version(args.qrels, texts["qrels"])}
-    for name, path in (("a", args.run_a), ("b", args.run_b)):
-        versions[name] = {**_version(path, texts[name]), "config": runs[name].config, "corpus": runs[name].corpus}
     inputs = Inputs(qrels, runs["a"], runs["b"], args.k, policy_of(args.policy), gate,
                     _labels(args.slices) if args.slices else {}, _groups(args.evidence) if args.evidence else {}, versions)
     with progress() as bar:
@@ -83,8 +78,8 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0 if report["verdict"] == PASSED else 1
 
 
-def _version(path: str, text: str) -> dict:
-    return {"file": path, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]}
+def _version(path: str, digest: str) -> dict:
+    return {"file": path, "sha256": digest[:12]}
 
 
 def _json(path: str):

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.cli.common import UsageError, finite, json_text
+
+if TYPE_CHECKING:
+    from agent.core.judgments.runs import Run
 
 
 def add_parser(commands) -> None:
@@ -32,7 +38,6 @@ def add_parser(commands) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     from agent.core.judgments import METRICS, evaluate, policy_of
     from agent.core.judgments.formats import FormatError, parse_qrels
-    from agent.core.judgments.runs import parse_any_run
 
     if args.k < 1:
         raise UsageError(f"K must be at least 1, got {args.k}")
@@ -40,10 +45,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         qrels = parse_qrels(_read(args.qrels))
     except FormatError as exc:
         raise UsageError(f"{args.qrels}: {exc}") from None
-    try:
-        run = parse_any_run(_read(args.run), reject_duplicates=args.duplicates == "reject").ranking
-    except FormatError as exc:
-        raise UsageError(f"{args.run}: {exc}") from None
+    run = read_run(args.run, qrels, reject_duplicates=args.duplicates == "reject")[0].ranking
     policy = policy_of(args.policy, threshold=args.relevance_threshold, gain=args.gain, duplicates=args.duplicates)
     try:
         out = evaluate(qrels, run, args.k, policy)
@@ -58,6 +60,29 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for name in METRICS:
         print(f"{name:<{width}}  {out['macro'][name]:.4f}")
     return 0
+
+
+def read_run(path: str, judged: Container[str], reject_duplicates: bool) -> tuple[Run, str]:
+    """A run file read as it streams past (`agent.core.judgments.runs.read_run`: a TREC
+    run keeps only the `judged` queries), and the sha256 of its text as `_read` reads it."""
+    from agent.core.judgments.formats import FormatError
+    from agent.core.judgments.runs import read_run as parse
+
+    digest = hashlib.sha256()
+
+    def lines(handle: Iterable[str]) -> Iterator[str]:
+        for line in handle:
+            digest.update(line.encode("utf-8"))
+            yield line
+
+    try:
+        with open(path, encoding="utf-8-sig") as handle:  # a byte order mark is not part of the first query id
+            run = parse(lines(handle), reject_duplicates, judged)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    except FormatError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    return run, digest.hexdigest()
 
 
 def _read(path: str) -> str:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agent.core.judgments.formats import FormatError
-from agent.core.judgments.runs import Run, Served, parse_any_run
+from agent.core.judgments.runs import Run, Served, parse_any_run, read_run
 
 
 def facts_run(queries: dict, **top) -> str:
@@ -48,3 +48,16 @@ def test_a_bad_facts_run_names_the_query_and_result(queries, message):
     with pytest.raises(FormatError) as found:
         parse_any_run(facts_run(queries), reject_duplicates=True)
     assert str(found.value).startswith(message)
+
+
+def test_a_trec_run_read_line_by_line_keeps_only_the_judged_queries():
+    lines = ["\n", "q1 Q0 d1 1 0.5 t\n", "q2 Q0 d9 1 0.5 t\n", "q1 Q0 d2 2 0.7 t\n", "q2 Q0 d9 2 0.1 t\n"]
+    run = read_run(iter(lines), reject_duplicates=True, judged={"q1"})
+    assert run == Run({"q1": ["d2", "d1"]}, unjudged=frozenset({"q2"}))  # q2 read past: its repeated d9 unseen
+    with pytest.raises(FormatError, match="line 4: duplicate doc id 'd1' for query 'q1' \\(first on line 2\\)"):
+        read_run(iter([*lines[:3], "q1 Q0 d1 2 0.7 t\n", "q1 Q0 d3 x\n"]), reject_duplicates=True, judged={"q1"})
+
+
+def test_a_json_run_read_line_by_line_is_read_whole():
+    text = facts_run({"q1": {"results": ["d1", {"doc": "d2", "stale": True}]}})
+    assert read_run(iter(text.splitlines(keepends=True)), True, {"q1"}) == parse_any_run(text, True)

@@ -101,7 +101,8 @@ def _slice_rows(queries: Sequence[str], labels: Mapping[str, Mapping[str, str]],
 
 
 def _query_sets(inputs: Inputs, queries: Sequence[str]) -> dict[str, Any]:
-    judged, in_a, in_b = set(inputs.qrels), set(inputs.a.ranking), set(inputs.b.ranking)
+    judged = set(inputs.qrels)
+    in_a, in_b = (set(run.ranking) | run.unjudged for run in (inputs.a, inputs.b))
     sets = {"onlyInBaseline": (in_a - in_b) & judged, "onlyInCandidate": (in_b - in_a) & judged,
             "inNeitherRun": judged - in_a - in_b, "notJudged": (in_a | in_b) - judged}
     return {"compared": len(queries),

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
-from typing import Any, cast
+from array import array
+from collections.abc import Container, Iterable, Iterator, Sequence
+from typing import Any, cast, overload
 
 from agent.core.judgments.untrusted import first_repeat, integer, loads, shown
 
@@ -68,7 +69,7 @@ def parse_qrels(text: str) -> dict[str, dict[str, float]]:
     return qrels
 
 
-def parse_run(text: str, reject_duplicates: bool) -> dict[str, list[str]]:
+def parse_run(text: str, reject_duplicates: bool) -> dict[str, Sequence[str]]:
     text = text.removeprefix("\ufeff")
     if _is_json(text):
         data = _json(text)
@@ -80,22 +81,112 @@ def parse_run(text: str, reject_duplicates: bool) -> dict[str, list[str]]:
                 if repeated is not None:
                     raise FormatError(None, f"query {shown(query)}: duplicate doc id {shown(repeated)}")
         return data
-    scored: dict[str, list[tuple[float, str]]] = {}
-    seen: dict[tuple[str, str], int] = {}
-    for n, fields in _lines(text, 6, "qid Q0 docno rank score tag"):
-        query, _, doc, _, score, _ = fields
-        try:
-            value = float(score) if score.isascii() else math.nan
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise FormatError(n, f"score {shown(score)} is not a finite number")
-        if reject_duplicates and (query, doc) in seen:
-            raise FormatError(n, f"duplicate doc id {shown(doc)} for query {shown(query)} "
-                                 f"(first on line {seen[query, doc]})")
-        seen.setdefault((query, doc), n)
-        scored.setdefault(query, []).append((value, doc))
-    return {query: [doc for _, doc in sorted(docs, reverse=True)] for query, docs in scored.items()}
+    return trec_run(text.splitlines(), reject_duplicates)[0]
+
+
+def trec_run(lines: Iterable[str], reject_duplicates: bool,
+             judged: Container[str] | None = None) -> tuple[dict[str, Sequence[str]], frozenset[str]]:
+    """The rankings of a TREC run's lines (as `str.splitlines` gives them), read one at a
+    time, and the queries left out. Only the queries in `judged` (all when None) are kept,
+    their ids, scores and line numbers packed until the end, so a kept line costs about its
+    own length; a line of a query left out is checked and dropped (a doc it repeats goes unseen)."""
+    kept: dict[str, _Ranked] = {}
+    others: set[str] = set()
+    try:
+        for n, fields in _rows(lines, 6, "qid Q0 docno rank score tag"):
+            query, _, doc, _, score, _ = fields
+            value = _score(score, n)
+            if judged is None or query in judged:
+                kept.setdefault(query, _Ranked()).add(doc, value, n)
+            else:
+                others.add(query)
+    except FormatError:
+        if reject_duplicates:  # a repeat on an earlier line comes first
+            _no_repeat(kept)
+        raise
+    if reject_duplicates:
+        _no_repeat(kept)
+    return {query: ranked.ranking() for query, ranked in kept.items()}, frozenset(others)
+
+
+class Ranking(Sequence[str]):
+    """A query's doc ids in rank order, held as one text (an id holds no blank), not an object each."""
+
+    __slots__ = ("_ids", "_count")
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self._ids = "\n".join(ids)
+        self._count = len(ids)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids.split("\n") if self._count else ())
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        return list(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+class _Ranked:
+    """One query's lines so far: ids packed in one buffer, scores and line numbers in arrays."""
+
+    __slots__ = ("ids", "scores", "lines")
+
+    def __init__(self) -> None:
+        self.ids = bytearray()
+        self.scores = array("d")
+        self.lines = array("L")
+
+    def add(self, doc: str, score: float, line: int) -> None:
+        self.ids += f"{doc}\n".encode()
+        self.scores.append(score)
+        self.lines.append(line)
+
+    def docs(self) -> list[str]:
+        return self.ids.decode().split("\n")[:-1]
+
+    def ranking(self) -> Ranking:
+        """By score, highest first, ties by docno in reverse, as trec_eval orders them."""
+        return Ranking([doc for _, doc in sorted(zip(self.scores, self.docs()), reverse=True)])
+
+
+def _no_repeat(kept: dict[str, _Ranked]) -> None:
+    """A `FormatError` at the first line (of all) that repeats a doc of its query."""
+    first = None
+    for query, ranked in kept.items():
+        seen: dict[str, int] = {}
+        for doc, n in zip(ranked.docs(), ranked.lines):
+            if doc in seen:
+                if first is None or n < first[0]:
+                    first = n, doc, query, seen[doc]
+                break
+            seen[doc] = n
+    if first is not None:
+        n, doc, query, earlier = first
+        raise FormatError(n, f"duplicate doc id {shown(doc)} for query {shown(query)} (first on line {earlier})")
+
+
+def _score(text: str, n: int) -> float:
+    try:
+        value = float(text) if text.isascii() else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise FormatError(n, f"score {shown(text)} is not a finite number")
+    return value
 
 
 def _is_json(text: str) -> bool:
@@ -112,9 +203,13 @@ def _json(text: str) -> dict[str, Any]:
 
 
 def _lines(text: str, width: int, layout: str) -> Iterator[tuple[int, list[str]]]:
+    return _rows(text.splitlines(), width, layout)
+
+
+def _rows(lines: Iterable[str], width: int, layout: str) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of each non-blank line, which must have `width` fields."""
     found = False
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(lines, 1):
         fields = line.split()
         if not fields:
             continue

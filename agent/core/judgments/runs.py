@@ -14,10 +14,12 @@ so a misspelt `stael` cannot pass a leak or a stale result as clean.
 from __future__ import annotations
 
 import math
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
-from agent.core.judgments.formats import FormatError, parse_run
+from agent.core.judgments.formats import FormatError, parse_run, trec_run
 from agent.core.judgments.untrusted import first_repeat, loads, shown
 
 FORMAT = "ragdrift.run.v1"
@@ -37,11 +39,30 @@ class Served:
 
 @dataclass(frozen=True)
 class Run:
-    ranking: dict[str, list[str]]
+    ranking: Mapping[str, Sequence[str]]
     served: dict[str, list[Served]] = field(default_factory=dict)  # per query, in rank order; empty for a plain run
     latency_ms: dict[str, float] = field(default_factory=dict)
     config: str | None = None
     corpus: str | None = None
+    unjudged: frozenset[str] = frozenset()  # queries of a TREC run read past, not in the qrels (`read_run`)
+
+
+def read_run(lines: Iterable[str], reject_duplicates: bool, judged: Container[str]) -> Run:
+    """A run from its lines as a text file yields them, ends kept. A TREC run
+    is read as the lines come, and only the queries in `judged` are kept
+    (the others by name): its memory is about the judged lines' length. A
+    JSON run, one document, is read whole (`parse_any_run`)."""
+    lines = iter(lines)
+    head: list[str] = []
+    for line in lines:
+        head.append(line if head else line.removeprefix("\ufeff"))  # a byte order mark is not part of the text
+        if line.strip():
+            break
+    if "".join(head).lstrip().startswith("{"):
+        return parse_any_run("".join(chain(head, lines)), reject_duplicates)
+    ranking, unjudged = trec_run((part for line in chain(head, lines) for part in line.splitlines()),
+                                 reject_duplicates, judged)
+    return Run(ranking, unjudged=unjudged)
 
 
 def parse_any_run(text: str, reject_duplicates: bool) -> Run:
