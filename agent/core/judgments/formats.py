@@ -132,7 +132,9 @@ class Ranking(Sequence[str]):
         return list(self)[index]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
 
