@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -20,6 +21,7 @@ from agent.core.config import CoreConfig
 from agent.core.drift import DEFAULT_GRIDS
 from agent.core.drift.days import DriftConfig
 from agent.core.drift.features import GRIDS
+from agent.core.escape import plain
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
 from agent.io.settings.agent import load
@@ -162,6 +164,28 @@ def test_show_prints_what_a_baseline_holds(config, capsys):
     code, table, _ = run(capsys, "baseline", "show", "launch", "--config", str(config))
     assert code == 0 and f"baseline launch {version}: 7 days, 2026-03-01 to 2026-03-07" in table
     assert "query clusters" in table and "expected false alarms 0.03333 per window" in table and " edges " in table
+
+
+FORGED = "x\ndocs-search  top1_score  psi  9.9  0.1  ALARM\x1b[2J"  # a forged row, then an escape sequence
+
+
+def test_stored_texts_stay_on_their_line(config, tmp_path, capsys):
+    """An app and a language as the store's day rows hold them: freeze, list, show and drift write
+    each on its line, with no control sequence."""
+    path, store = _stored(config, tmp_path)
+    store.store.close()
+    with sqlite3.connect(tmp_path / "state.db") as conn:
+        conn.execute("UPDATE ragdrift_drift_days SET app = ? WHERE app = 'docs-search'", (FORGED,))
+        for rowid, counts in conn.execute("SELECT rowid, counts FROM ragdrift_drift_days WHERE feature = 'language'"):
+            conn.execute("UPDATE ragdrift_drift_days SET counts = ? WHERE rowid = ?",
+                         (json.dumps({**json.loads(counts), FORGED: 1000}).encode(), rowid))
+    _freeze(capsys, path, "forged")
+    for argv in (["baseline", "list"], ["baseline", "show", "forged"], ["drift", "--baseline", "forged"]):
+        code, out, err = run(capsys, *argv, "--config", str(path))
+        assert code == 0 and "\x1b" not in out + err, argv
+        assert plain(FORGED) in out and not any(line.startswith("docs-search") for line in out.splitlines()), argv
+    shown = run(capsys, "baseline", "show", "forged", "--config", str(path))[1].splitlines()
+    assert any(line.startswith("  categories ") and f" {plain(FORGED)}," in line for line in shown)
 
 
 def test_show_of_a_missing_or_misnamed_baseline_is_a_usage_error(config, capsys):

@@ -11,6 +11,9 @@ and named in one line on stderr (in the error, when nothing is left).
 A baseline's name is 1 to 255 letters, digits, `.`, `_` and `-`, starting with
 a letter or a digit: it fits the store's column on every backend, and `@`
 stays free to name a version (`NAME@VERSION`).
+
+What the store holds (baseline names and versions, days, apps, features,
+categories, statistics and their reasons) is printed through escape.plain: a stored text adds no line or control sequence.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.cli.common import UsageError, open_store
 from agent.cli.run import settings_from
+from agent.core.escape import plain
 
 if TYPE_CHECKING:
     from agent.core.drift import FeatureReference
@@ -141,8 +145,8 @@ def freeze_baseline(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         created = store.save_baseline(baseline)
     state = "stored" if created else "already stored (the same days give the same version)"
-    print(f"{baseline.name} {baseline.version}: {len(baseline.days)} days ({baseline.days[0]} to {baseline.days[-1]}), "
-          f"apps {', '.join(baseline.apps)}; {state}")
+    print(f"{baseline.name} {baseline.version}: {len(baseline.days)} days ({plain(baseline.days[0])} to "
+          f"{plain(baseline.days[-1])}), apps {', '.join(map(plain, baseline.apps))}; {state}")
     refs: list[FeatureReference[Any]] = [r for a in baseline.apps.values() for r in a.numeric.values()]
     refs += [r for a in baseline.apps.values() for r in a.mixes.values()]
     default = sum(not any(t.calibrated for t in r.thresholds.values()) for r in refs)
@@ -166,7 +170,8 @@ def list_baselines(args: argparse.Namespace) -> int:
         print(f"{'name':<20} {'version':<16} {'created':<20} {'days':<23} apps")
         for b in found:
             when = datetime.fromtimestamp(b.created_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            print(f"{b.name:<20} {b.version:<16} {when:<20} {b.days[0] + '..' + b.days[-1]:<23} {', '.join(b.apps)}")
+            days = plain(b.days[0] + ".." + b.days[-1])
+            print(f"{plain(b.name):<20} {plain(b.version):<16} {when:<20} {days:<23} {', '.join(map(plain, b.apps))}")
     if bad:
         sys.stdout.flush()
         print(f"ragdrift: error: {bad} stored baseline{'s' if bad > 1 else ''} could not be read (corrupt), skipped",
@@ -189,7 +194,8 @@ def show_baseline(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(shown, sort_keys=True) + "\n")
         return 0
     days, q = shown["days"], shown["queries"]
-    print(f"baseline {baseline.name} {baseline.version}: {days['count']} days, {days['first']} to {days['last']}; "
+    print(f"baseline {plain(baseline.name)} {plain(baseline.version)}: {days['count']} days, "
+          f"{plain(days['first'])} to {plain(days['last'])}; "
           f"{baseline.n_bins} bins, at most {baseline.max_categories} categories; "
           f"false-alarm rate {baseline.calibration.rate:.4g} per window")
     if q is not None:
@@ -199,18 +205,18 @@ def show_baseline(args: argparse.Namespace) -> int:
     for app, held in shown["apps"].items():
         for kind in ("numeric", "mixes"):
             for feature, r in held[kind].items():
-                print(f"{app} {feature}:")
+                print(f"{plain(app)} {plain(feature)}:")
                 if kind == "numeric":
                     print(f"  grid {r['grid']['digest']}; edges {_numbers(r['edges'])}")
                     print(f"  centres {_numbers(r['centres'])}")
                 else:
-                    print(f"  categories {', '.join(r['categories'])}")
+                    print(f"  categories {', '.join(map(plain, r['categories']))}")
                 print(f"  counts {' '.join(map(str, r['counts']))}")
                 for stat, t in r["thresholds"].items():
                     rate = t["expected_false_alarm_rate"]
                     at = " ".join(f"{n}:{v:.4g}" for n, v in zip(t["sizes"], t["values"]))
                     expected = "unknown" if rate is None else f"{rate:.4g} per window"
-                    print(f"  {stat:<12} {at}  (expected false alarms {expected}; {t['reason']})")
+                    print(f"  {plain(stat):<12} {at}  (expected false alarms {expected}; {plain(t['reason'])})")
     return 0
 
 
@@ -266,9 +272,9 @@ def drift_report(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(record, sort_keys=True) + "\n")
         return 0
     of = "" if pipeline is None else f" of pipeline version {pipeline}"
-    print(f"window {span}{of} against baseline {baseline.name} {baseline.version}")
+    print(f"window {plain(span)}{of} against baseline {plain(baseline.name)} {plain(baseline.version)}")
     print(f"{'app':<16} {'feature':<20} {'stat':<12} {'value':>10} {'threshold':>10} {'alarm':<5} {'n':>8}  calibrated")
     for f in findings:
-        print(f"{f.app:<16} {f.feature:<20} {f.stat:<12} {f.value:>10.4g} {f.threshold:>10.4g} "
+        print(f"{plain(f.app):<16} {plain(f.feature):<20} {plain(f.stat):<12} {f.value:>10.4g} {f.threshold:>10.4g} "
               f"{'ALARM' if f.alarm else '-':<5} {f.n:>8}  {'yes' if f.calibrated else 'no'}")
     return 0
