@@ -13,6 +13,11 @@ the quantiles of the baseline's summed fine counts, so a coarse bin is exactly
 a union of fine cells: `rebin` of any stored day or window is exact, and the
 edges are quantiles to within one fine cell. The first coarse bin starts at
 -inf and the last ends at +inf, so every value has a bin.
+
+Edges and centres feed a baseline's version, so they are computed the same on
+every machine: `math.sinh` (libm's, one scalar routine) and `math.fsum`
+(exactly rounded), never numpy's vector kernels, whose last bits follow the
+CPU's SIMD width.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ class Grid:
             edges = np.linspace(self.lo, self.hi, self.cells + 1)
         else:
             t = np.linspace(math.asinh(self.lo / self.scale), math.asinh(self.hi / self.scale), self.cells + 1)
-            edges = self.scale * np.sinh(t)
+            edges = np.array([self.scale * math.sinh(x) for x in t.tolist()])
         edges[0], edges[-1] = self.lo, self.hi
         if not np.all(np.diff(edges) > 0):
             raise ValueError("grid edges are not strictly increasing (too many cells for the float range)")
@@ -175,7 +180,7 @@ class Bins:
         for a, b in zip(starts, ends):
             mass = fine[a:b].sum()
             if mass > 0:
-                centres.append(float(np.dot(fine[a:b], mids[a:b]) / mass))
+                centres.append(math.fsum((fine[a:b] * mids[a:b]).tolist()) / float(mass))
             else:  # bin a..b-1 spans [edge of cell a, edge of cell b), clamped to the grid
                 left = edges[max(a - 1, 0)]
                 right = edges[min(b - 1, grid.cells)]

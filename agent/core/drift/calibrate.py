@@ -67,7 +67,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import stdtrit  # Student's t quantile
 
-from agent.core.drift.stats import LOWER_IS_WORSE, statistic
+from agent.core.drift.stats import LOWER_IS_WORSE, fsum_rows, log_each, statistic
 
 P_FLOOR = 1e-300  # p-values are floored here before -log p
 TAIL_FLOOR = 0.1  # values below this share of the extreme enter the tail fit as this share
@@ -171,17 +171,19 @@ def quantile(values: npt.ArrayLike, stat: str, rate: float) -> float:
     lower = stat in LOWER_IS_WORSE
     if (len(values) + 1) * rate >= 1:
         return float(np.quantile(values, rate if lower else 1 - rate, method="weibull"))
-    bad = -np.log(np.maximum(values, P_FLOOR)) if lower else values  # larger is worse
+    bad = -log_each(np.maximum(values, P_FLOOR)) if lower else values  # larger is worse
     extreme = float(bad.max())
     if not extreme > 0:
         return float(values.min() if lower else extreme)
-    logs = np.log(np.maximum(bad, extreme * TAIL_FLOOR))
+    logs = log_each(np.maximum(bad, extreme * TAIL_FLOOR))
     m = len(logs)
-    if m < TAIL_MIN_VALUES or not logs.std(ddof=1) > 0:
-        tail = extreme
-    else:  # the predictive quantile: the mean and spread of the logs are estimates from m values
-        z = stdtrit(m - 1, 1 - rate) * math.sqrt(1 + 1 / m)
-        tail = max(math.exp(logs.mean() + z * logs.std(ddof=1)), extreme)
+    tail = extreme
+    if m >= TAIL_MIN_VALUES:  # the predictive quantile: the mean and spread of the logs are estimates from m values
+        mean = float(fsum_rows(logs)) / m
+        sd = math.sqrt(float(fsum_rows((logs - mean) ** 2)) / (m - 1))
+        if sd > 0:
+            z = stdtrit(m - 1, 1 - rate) * math.sqrt(1 + 1 / m)
+            tail = max(math.exp(mean + z * sd), extreme)
     return max(math.exp(-tail), P_FLOOR) if lower else tail  # a p of 0 still alarms
 
 
@@ -262,8 +264,9 @@ def fallback(stats: Sequence[str], total: npt.ArrayLike, centres: npt.ArrayLike 
 def spread(counts: npt.ArrayLike, centres: npt.ArrayLike | None) -> float:
     """Standard deviation of the binned distribution (mass at the centres); 0 without data."""
     w = np.asarray(counts, dtype=float)
-    if w.sum() <= 0:
+    total = float(fsum_rows(w))
+    if total <= 0:
         return 0.0
     c = np.asarray(centres, dtype=float)
-    mean = np.dot(w, c) / w.sum()
-    return float(math.sqrt(np.dot(w, (c - mean) ** 2) / w.sum()))
+    mean = float(fsum_rows(w * c)) / total
+    return math.sqrt(float(fsum_rows(w * (c - mean) ** 2)) / total)

@@ -26,15 +26,30 @@ Conventions (each matches the scipy function named, to 1e-9, in the tests):
   continuity correction whatever k' is (scipy's `correction=True` applies it
   only when dof == 1, which would make a 2-category mix alone conservative);
   scipy.stats.chi2_contingency(table, correction=False). One column left: 1.0.
+
+Calibrated thresholds are these statistics, and they feed a baseline's
+version, so every sum is exactly rounded (`fsum_rows`) and every logarithm
+libm's (`log_each`): numpy's own sums and logarithms pick SIMD kernels by CPU,
+whose last bits differ from one machine to the next.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import chdtrc  # the chi-square survival function scipy.stats.chi2.sf calls
 
 PSI_EPSILON = 1e-4
+log_each = np.vectorize(math.log, otypes=[float])  # elementwise, the same last bits on every CPU
+
+
+def fsum_rows(x: np.ndarray) -> np.ndarray:
+    """Exactly rounded sums over the last axis (`math.fsum`), whatever the CPU."""
+    rows = np.asarray(x, dtype=float)
+    flat = rows.reshape(math.prod(rows.shape[:-1]), rows.shape[-1]).tolist()
+    return np.array([math.fsum(row) for row in flat], dtype=float).reshape(rows.shape[:-1])
 
 
 def _pair(p: npt.ArrayLike, q: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -51,24 +66,24 @@ def _pair(p: npt.ArrayLike, q: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _shares(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return p / p.sum(axis=-1, keepdims=True), q / q.sum(axis=-1, keepdims=True)
+    return p / fsum_rows(p)[..., None], q / fsum_rows(q)[..., None]
 
 
 def psi(p: npt.ArrayLike, q: npt.ArrayLike, epsilon: float = PSI_EPSILON) -> np.ndarray | float:
     """Population stability index, sum (q - p) ln(q / p) over shares floored at `epsilon`."""
     a, b = _shares(*_pair(p, q))
     a, b = np.maximum(a, epsilon), np.maximum(b, epsilon)
-    return _out(np.sum((b - a) * np.log(b / a), axis=-1))
+    return _out(fsum_rows((b - a) * log_each(b / a)))
 
 
 def js(p: npt.ArrayLike, q: npt.ArrayLike, base: float = 2.0) -> np.ndarray | float:
     """Jensen-Shannon distance (square root of the divergence), in `base` (2: within [0, 1])."""
     a, b = _shares(*_pair(p, q))
     m = (a + b) / 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ka = np.where(a > 0, a * np.log(a / m), 0.0)
-        kb = np.where(b > 0, b * np.log(b / m), 0.0)
-    divergence = np.sum(ka + kb, axis=-1) / 2 / np.log(base)
+    with np.errstate(divide="ignore", invalid="ignore"):  # m is 0 only where a and b are
+        ka = np.where(a > 0, a * log_each(np.where(a > 0, a / m, 1.0)), 0.0)
+        kb = np.where(b > 0, b * log_each(np.where(b > 0, b / m, 1.0)), 0.0)
+    divergence = fsum_rows(ka + kb) / 2 / math.log(base)
     return _out(np.sqrt(np.maximum(divergence, 0.0)))
 
 
@@ -85,7 +100,7 @@ def wasserstein(p: npt.ArrayLike, q: npt.ArrayLike, centres: npt.ArrayLike | Non
     if c.shape != a.shape[-1:] or (np.diff(c) <= 0).any():
         raise ValueError("need one strictly increasing centre per bin")
     gap = np.abs(np.cumsum(a, axis=-1) - np.cumsum(b, axis=-1))[..., :-1]
-    return _out(np.sum(gap * np.diff(c), axis=-1))
+    return _out(fsum_rows(gap * np.diff(c)))
 
 
 def chi2_test(p: npt.ArrayLike, q: npt.ArrayLike) -> tuple[np.ndarray | float, np.ndarray | float, np.ndarray | float]:
@@ -93,12 +108,12 @@ def chi2_test(p: npt.ArrayLike, q: npt.ArrayLike) -> tuple[np.ndarray | float, n
     p, q = _pair(p, q)
     column = p + q
     kept = column > 0
-    n_p, n_q = p.sum(axis=-1, keepdims=True), q.sum(axis=-1, keepdims=True)
+    n_p, n_q = fsum_rows(p)[..., None], fsum_rows(q)[..., None]
     total = n_p + n_q
     with np.errstate(divide="ignore", invalid="ignore"):
         ep, eq = column * n_p / total, column * n_q / total
         terms = np.where(kept, (p - ep) ** 2 / ep + (q - eq) ** 2 / eq, 0.0)
-    statistic = np.sum(terms, axis=-1)
+    statistic = fsum_rows(terms)
     dof = np.sum(kept, axis=-1) - 1
     pvalue = np.where(dof > 0, chdtrc(np.maximum(dof, 1), statistic), 1.0)
     return _out(statistic), _out(pvalue), _out(dof)
