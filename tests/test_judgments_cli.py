@@ -16,6 +16,7 @@ import yaml
 from agent import synth
 from agent.cli import main
 from agent.core.config import CoreConfig
+from agent.core.escape import plain
 from agent.core.judgments.labels import Label
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
@@ -153,6 +154,25 @@ def test_a_judged_items_file_imports_once(batch, tmp_path, capsys):
     assert code == 0
     assert out == f"{judged}: {len(want)} labels of {directory.name}: nothing new (already imported)\n"
     assert latest(config, directory.name) == want
+
+
+FORGED = "x\ncalibration app / v1: 999 judged chunks, cross-validated ECE 0.000\x1b[2J"  # a forged line
+
+
+def test_a_fits_app_and_version_from_the_key_stay_on_their_line(tmp_path, capsys):
+    """The app and pipeline version a fit names come from the batch's key.jsonl: escaped, one line a fit."""
+    config, directory = replayed_batch(tmp_path)
+    key = directory / "key.jsonl"
+    key.write_text("".join(json.dumps({**json.loads(line), "app": FORGED, "pipeline_version": FORGED}) + "\n"
+                           for line in key.read_text().splitlines()))
+    items = [json.loads(line) for line in (directory / "items.jsonl").read_text().splitlines()]
+    judged = tmp_path / "judged.jsonl"
+    judged.write_text(judged_jsonl(items))
+    for argv in (["import", str(judged)], ["calibrate"]):
+        code, out, err = run(capsys, "judgments", *argv, "--config", str(config))
+        fits = [line for line in out.splitlines() if line.startswith("calibration ")]
+        assert code == 0 and "\x1b" not in out + err and len(fits) == 1, out
+        assert fits[0].startswith(f"calibration {plain(FORGED)} / {plain(FORGED)}: ")
 
 
 def test_a_judged_csv_changes_what_it_grades_anew(batch, tmp_path, capsys):

@@ -173,9 +173,13 @@ def _fit(fit) -> dict:
 
 
 def _fit_line(fit) -> str:
+    """One fit's line; its app and pipeline version come from a batch's key, and are escaped."""
+    from agent.core.escape import plain
+
     error = ("too few to cross-validate" if fit.ece is None
              else f"cross-validated ECE {fit.ece:.3f}, Brier {fit.brier:.3f}")
-    return f"calibration {fit.app} / {fit.pipeline_version or 'no pipeline version'}: {fit.n} judged chunks, {error}"
+    version = plain(fit.pipeline_version) if fit.pipeline_version else "no pipeline version"
+    return f"calibration {plain(fit.app)} / {version}: {fit.n} judged chunks, {error}"
 
 
 def _refused(args: argparse.Namespace, problems) -> int:
