@@ -535,6 +535,14 @@ def test_check_config_ok_masks_secrets(capsys, monkeypatch, tmp_path):
     assert doc["metrics"]["port"] == 9200 and doc["kafka"]["group_id"] == "from-env"
 
 
+def test_check_config_writes_each_value_on_its_line(capsys, tmp_path):
+    config = tmp_path / "ragdrift.yaml"
+    config.write_text('kafka: {group_id: "a\\n  kafka.topics = forged\\x1b[2J"}\n')
+    status, out, _ = run(capsys, "check-config", str(config))
+    assert status == 0 and "\x1b" not in out and "\n  kafka.topics = forged" not in out
+    assert "  kafka.group_id = a\\n  kafka.topics = forged\\x1b[2J\n" in out
+
+
 def test_check_config_masks_a_password_in_the_store_url(capsys, monkeypatch, tmp_path):
     # operations.md: RAGDRIFT_STORE__URL=... carries the PostgreSQL credentials.
     config = tmp_path / "ragdrift.yaml"

@@ -50,8 +50,10 @@ def check_config(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(doc, sort_keys=True))
     else:
+        from agent.core.escape import plain
+
         print(f"{args.file}: ok")
         for section, values in doc.items():
             for key, value in values.items():
-                print(f"  {section}.{key} = {value}")
+                print(f"  {section}.{key} = {plain(str(value))}")  # the file's text: one line, no control sequence
     return 0
