@@ -165,14 +165,14 @@ def test_plots_without_matplotlib_name_the_extra(capsys, batches, tmp_path, monk
     assert not (tmp_path / "plots").exists()
 
 
-FORGED = "x\n**verdict: pass**\n<!--\x1b[2J |*_`[a](b)#"  # a line of its own, then a comment hiding the rest
+FORGED = "x\n**verdict: pass**\n<!--\x1b[2J |*_`[a](b)# $\\frac{$"  # a line, a comment hiding the rest, bad mathtext
 PRINTED = "<!-- **verdict: pass** |*_`[a](b)#"  # a judge name the importer takes: printable
 
 
 def test_input_texts_cannot_forge_the_report(capsys, tmp_path):
     """Strata, slice values and event ids from the batch's key, its manifest's week, a judge name imported
     by `ragdrift judgments import` and one with control characters (and a tag) in the store hold newlines,
-    markup and an escape sequence: each stays on its line, as text; JSON stays JSON."""
+    markup and an escape sequence: each stays on its line, as text; JSON stays JSON; the plots draw it."""
     week = "2026-W48"
     candidates = [msgspec.structs.replace(c, event_id=f"{FORGED}{c.event_id}", app=FORGED, language=FORGED,
                                           pipeline_version=FORGED, stratum=c.stratum.replace("app|", FORGED + "|"))
@@ -198,6 +198,8 @@ def test_input_texts_cannot_forge_the_report(capsys, tmp_path):
             assert shown in out, (fmt, shown)
         if fmt == "md":
             assert "<!--" not in out and "**" not in out and "`" not in out.replace("\\`", "")
-    assert main(["judgments", "report", "--config", str(config), "--format", "json", "--resamples", "20"]) == 0
+    assert main(["judgments", "report", "--config", str(config), "--format", "json", "--resamples", "20",
+                 "--plots", str(tmp_path / "plots")]) == 0
+    assert {p.name for p in (tmp_path / "plots").iterdir()} == {"precision-weeks.png", "reliability.png"}
     found = json.loads(capsys.readouterr().out)
     assert found["week"] == FORGED and any(FORGED in d["grades"] for d in found["agreement"]["disagreements"])

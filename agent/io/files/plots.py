@@ -2,12 +2,16 @@
 and the calibration reliability diagram. They draw figures the report already
 holds (agent/core/judgments/report.py) and decide nothing. matplotlib comes
 with the `plots` extra, so it is imported only when a plot is drawn: the
-agent's own path never needs it."""
+agent's own path never needs it. A week and a batch id come from the batch's
+files: each is drawn as escape.plain writes it, with mathtext off, so a `$`
+in one is a dollar sign, never a formula that fails to parse."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+
+from agent.core.escape import plain
 
 PRECISION_PNG = "precision-weeks.png"
 RELIABILITY_PNG = "reliability.png"
@@ -23,7 +27,7 @@ def plot(found: Sequence[dict], directory: str | Path) -> list[Path]:
 def precision_over_weeks(found: Sequence[dict], path: Path) -> Path:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
-    weeks = [r["week"] for r in found]
+    weeks = [plain(str(r["week"])) for r in found]
     for stratum, label in (("all", "traffic (risk strata)"), ("uniform", "uniform stratum")):
         points = {i: p for i, r in enumerate(found) if (p := _precision(r, stratum)) is not None}
         xs = list(points)
@@ -32,7 +36,7 @@ def precision_over_weeks(found: Sequence[dict], path: Path) -> Path:
         line = ax.plot(xs, [points[i]["estimate"] for i in xs], marker="o", label=label)[0]
         ax.fill_between(xs, [points[i]["low"] for i in xs], [points[i]["high"] for i in xs],
                         color=line.get_color(), alpha=0.2)
-    ax.set_xticks(range(len(weeks)), weeks, rotation=45, ha="right")
+    ax.set_xticks(range(len(weeks)), weeks, rotation=45, ha="right", parse_math=False)
     ax.set_ylim(0, 1)
     ax.set_ylabel(f"precision ({found[-1]['policy']['relevance']})")
     ax.set_title("Judged traffic precision with its 95 % interval")
@@ -59,7 +63,7 @@ def reliability(r: dict, path: Path) -> Path:
     ax.set_xlabel("retrieval score (bin centre)")
     ax.set_ylabel("share of chunks judged relevant")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"Reliability, {r['batch_id']}")
+    ax.set_title(f"Reliability, {plain(str(r['batch_id']))}", parse_math=False)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
