@@ -11,15 +11,17 @@
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY constraints/agent.txt ./constraints/agent.txt
 COPY agent ./agent
 # The agent lives in its own virtual environment: a system Python may be
 # externally managed (PEP 668), and the final stage copies one directory.
 # crc32c is a dependency; without it kafka-python checks CRCs in pure Python,
 # ~20x slower (docs/operations.md): the build fails rather than ship that.
-# pip leaves the environment once it has installed the agent.
+# Every package at the version CI tested (constraints/agent.txt). pip leaves the
+# environment once it has installed the agent.
 RUN python3 -m venv /opt/ragdrift \
  && /opt/ragdrift/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
- && /opt/ragdrift/bin/pip install --no-cache-dir "$(ls /wheels/ragdrift_agent-*.whl)[confluent]" crc32c \
+ && /opt/ragdrift/bin/pip install --no-cache-dir -c constraints/agent.txt "$(ls /wheels/ragdrift_agent-*.whl)[confluent]" crc32c \
  && /opt/ragdrift/bin/python -c "from agent.io.kafka.broker import has_fast_crc; assert has_fast_crc(), 'crc32c missing'" \
  && /opt/ragdrift/bin/python -c "import confluent_kafka" \
  && /opt/ragdrift/bin/pip uninstall --yes --quiet pip

@@ -39,6 +39,7 @@ def test_a_wheel_of_this_package_is_installed_in_a_venv_that_the_slim_python_311
     assert build[0][1].startswith("python:3.11-slim-bookworm AS ")
     (install,) = [a for i, a in build if i == "RUN" and "pip install" in a]
     assert "python3 -m venv /opt/ragdrift" in install and "pip wheel" in install
+    assert "pip install --no-cache-dir -c constraints/agent.txt " in install  # the versions CI tested
     assert "ragdrift_agent-" in install and ".whl" in install and "crc32c" in install
     assert "has_fast_crc()" in install  # the build fails without the fast CRC
     assert install.endswith("pip uninstall --yes --quiet pip")  # no pip in the image
