@@ -48,8 +48,8 @@ class Damaged:
 
 
 class DamagedCollector:
-    """`ragdrift_<feature>_damaged_rows_total`, per table: the damaged rows a feature's reads skipped,
-    every table from the first scrape on."""
+    """`ragdrift_<feature>_damaged_rows_total`, per table: the damaged rows a feature's reads skipped.
+    Absent until the first (a healthy store exports nothing new), then every table's count."""
 
     def __init__(self, feature: str, damaged: Damaged, tables: tuple[str, ...]):
         self.name = f"ragdrift_{feature}_damaged_rows"
@@ -57,11 +57,15 @@ class DamagedCollector:
         self.tables = tables
 
     def describe(self) -> Iterator[Metric]:
-        return self.collect()
+        yield self._family()
 
     def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(self.name, "Stored rows skipped because they do not read back whole (each "
-                                     "counted once per process, logged with its key).", labels=["table"])
-        for table in self.tables:
-            family.add_metric([table], self.damaged.counts[table])
-        yield family
+        if self.damaged.counts:
+            family = self._family()
+            for table in self.tables:
+                family.add_metric([table], self.damaged.counts[table])
+            yield family
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self.name, "Stored rows skipped because they do not read back whole (each "
+                                   "counted once per process, logged with its key).", labels=["table"])
