@@ -24,6 +24,7 @@ from agent.core.freshness import STALE_RESULTS
 from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.reasons import RejectedEvent
 from agent.core.snapshot import Exposition, Health
+from agent.core.state import recent
 from agent.core.tally import Tally, add, total
 from agent.io.features import Feature
 from agent.io.kafka import broker
@@ -250,7 +251,8 @@ class Agent:
             last_contact=self.last_contact, unreachable_since=self.unreachable_since,
             paused=partitions.paused(self.parts.failures),
         )
-        self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health))
+        live = recent(self.core, states) if self.core.by_pipeline_version else None
+        self.latest.publish(self.exposition.snapshot(self.counters, windows, now, self.exemplars, health, live))
         for feature in self.features:
             feature.publish(states, now)
 

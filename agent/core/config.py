@@ -36,6 +36,8 @@ class CoreConfig:
     # Split every family with an app label by the event's pipeline version (agent/core/pipelines.py).
     by_pipeline_version: bool = False
     max_pipeline_versions: int = 4  # learned per app; versions beyond these fold into `other`
+    # A version without an event in this much event time has stopped: its place can go to a new one.
+    pipeline_version_idle_seconds: int = 900
     buckets: dict[str, tuple[float, ...]] = field(default_factory=dict)
     score_buckets_by_app: dict[str, tuple[float, ...]] = field(default_factory=dict)
     vocabulary_bits: int = 1 << 20
@@ -58,6 +60,10 @@ class CoreConfig:
             raise ValueError("max_label_values must be >= 1")
         if self.max_pipeline_versions < 1:
             raise ValueError("max_pipeline_versions must be >= 1")
+        idle = self.pipeline_version_idle_seconds
+        if idle <= 0 or idle % self.bucket_seconds:
+            raise ValueError(f"pipeline_version_idle_seconds: {idle}s is not a positive multiple of "
+                             f"{self.bucket_seconds}s")
         unknown = set(self.label_values) - {*LABEL_DIMENSIONS, PIPELINE_VERSION}
         if unknown:
             raise ValueError(f"unknown label dimensions: {sorted(unknown)}")
@@ -82,6 +88,13 @@ class CoreConfig:
         if self.by_pipeline_version and labels[:1] == ("app",):
             return ("app", PIPELINE_VERSION, *labels[1:])
         return labels
+
+    @property
+    def pipeline_versions_named(self) -> int:
+        """How many pipeline versions of one app may carry their own name, `none` and `other` besides:
+        the configured list's, or `max_pipeline_versions` learned."""
+        fixed = self.label_values.get(PIPELINE_VERSION)
+        return len(fixed) if fixed else self.max_pipeline_versions
 
     @property
     def horizon_buckets(self) -> int:

@@ -24,7 +24,7 @@ from agent.core.families import FUTURE_EVENTS, OBSERVERS, UNKNOWN_FIELDS
 from agent.core.feature import Context
 from agent.core.labels import OTHER, LabelSet
 from agent.core.model import Event
-from agent.core.pipelines import NO_VERSION, conform, relabel, version_of
+from agent.core.pipelines import NO_VERSION, conform, fold_versions, version_of
 from agent.core.tally import Tally, inc
 from agent.core.view import Keys, Labelled, Table, View
 from agent.core.windows import Windows
@@ -119,16 +119,19 @@ class ByPipelineVersion(MetricFamilies):
 
     Each app learns its own versions, up to `max_pipeline_versions` (or takes
     the configured list): the versions compared are those of one app. A
-    learned version is forgotten once the bucket of its last event has been
-    folded into `retired` (it has not been seen for the longest window plus
-    the allowed lateness): its counts are then in no window, so its slot can
-    go to a new version without two versions' counts in one series, and what
-    it left in `retired` moves to `other`. Versions are looked at only when
-    the set is full and a new one arrives (`make_room`), in the windows as the
-    events before it left them. The versions and the event time each was last
-    seen are checkpointed in the section, as `pipeline_versions` and
-    `pipeline_versions_seen`, so that a state without the split checkpoints as
-    before it existed."""
+    learned version has stopped once it has no event in the last
+    `pipeline_version_idle_seconds` of event time (its last event before the
+    watermark less that); a stopped version is forgotten when a new one needs
+    its slot. Versions are looked at only then, when the set is full and a new
+    one arrives (`make_room`), with the watermark the events before it left.
+    The minutes a forgotten version counted in keep its name until they leave
+    the windows (they are its counts; /metrics folds a version it does not
+    show into `other`, agent/core/snapshot.py); in `retired` every version no
+    longer learned moves to `other`, so the totals of releases over months do
+    not add up and their sum over versions stays the events counted. The
+    versions and the event time each was last seen are checkpointed in the
+    section, as `pipeline_versions` and `pipeline_versions_seen`, so that a
+    state without the split checkpoints as before it existed."""
 
     __slots__ = ("by_label", "versions")
 
@@ -146,8 +149,8 @@ class ByPipelineVersion(MetricFamilies):
         label = ctx.pipeline_version = views.tail[0]  # the features after the families split by the same label
         # Event time, as the windows place the counts: up to max_future_seconds
         # past the write time, as far ahead as a bucket is kept (further ahead the
-        # counts go to `retired`). The version stays until that bucket retires; a
-        # clock far ahead must not keep a version for ever.
+        # counts go to `retired`). The version has not stopped until the watermark
+        # passes that time; a clock far ahead must not keep a version for ever.
         ts, now = facts.ts, ctx.now
         if now is not None:
             ahead = now + self.config.max_future_seconds
@@ -173,23 +176,26 @@ class ByPipelineVersion(MetricFamilies):
         return views
 
     def make_room(self, versions: Versions) -> None:
-        """Forget the app's learned versions last seen before the oldest bucket
-        the windows keep. Only when one may be due (`Versions.due`): a full set
-        that keeps its versions costs a comparison per event of a further one."""
+        """Forget the app's stopped versions, and move the versions no longer
+        learned to `other` in `retired`. Only when one may be due (`Versions.due`):
+        a full set that keeps its versions costs a comparison per event of a further one."""
         windows = self.windows
-        edge = windows.oldest() * self.config.bucket_seconds  # the first second of the oldest bucket kept
+        if windows.watermark is None:
+            return
+        edge = windows.watermark - self.config.pipeline_version_idle_seconds  # stopped: last seen before
         if versions.due >= edge:
             return
-        last = versions.last
+        app, last = versions.app, versions.last
         for label in [v for v in versions.known.seen if last[v] < edge]:
             versions.forget(label)
             views = self.by_label.get(label)
             if views is not None:  # none for a version restored and not seen since
-                views.pop(versions.app, None)
+                views.pop(app, None)
                 if not views:
                     del self.by_label[label]
-            for tally in windows.retired_readings():
-                relabel(tally, versions.app, label, OTHER)
+        kept = {*versions.known, NO_VERSION, OTHER}
+        for tally in windows.retired_readings():
+            fold_versions(tally, app, kept)
         versions.due = min((last[v] for v in versions.known.seen), default=_EVER)
 
     def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:

@@ -8,6 +8,8 @@ family. Families without an app label are not split.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 from agent.core.families import FAMILIES
 from agent.core.labels import OTHER
 from agent.core.model import Event
@@ -65,11 +67,36 @@ def relabel(tally: Tally, app: str, version: str, to: str | None) -> None:
     """Move the keys of one app's pipeline version label in a split tally,
     in place, to the label `to` (summed with what it holds), or drop them
     when `to` is None: how a forgotten version leaves a tally."""
-    moved = [key for key in tally if key[0] in _UNSPLIT and key[2] == version and key[1] == app]
-    for key in moved:
+    _move(tally, [key for key in tally if key[0] in _UNSPLIT and key[2] == version and key[1] == app], to)
+
+
+def fold_versions(tally: Tally, app: str, kept: Collection[str]) -> None:
+    """Move the keys of one app's pipeline version labels not in `kept` to
+    `other` in a split tally, in place."""
+    _move(tally, [key for key in tally if key[0] in _UNSPLIT and key[1] == app and key[2] not in kept], OTHER)
+
+
+def end_series(tally: Tally, app: str, version: str, shown: Mapping[Key, float]) -> None:
+    """Drop the keys of one app's pipeline version label from a split tally,
+    in place, all but what each counted beyond `shown` (what its series last
+    showed), which moves to `other`: how a version gives up its own series."""
+    keys = [key for key in tally if key[0] in _UNSPLIT and key[2] == version and key[1] == app]
+    for key in keys:
+        tally[key] -= shown.get(key, 0)
+    _move(tally, [key for key in keys if not tally[key]], None)
+    _move(tally, [key for key in keys if key in tally], OTHER)
+
+
+def of_versions(tally: Tally, versions: Mapping[str, Collection[str]]) -> Tally:
+    """The keys of a split tally whose pipeline version label is one of its app's `versions`."""
+    return {key: value for key, value in tally.items() if key[0] in _UNSPLIT and key[2] in versions.get(key[1], ())}
+
+
+def _move(tally: Tally, keys: list[Key], to: str | None) -> None:
+    for key in keys:
         value = tally.pop(key)
         if to is not None:
-            new: Key = (key[0], app, to, *key[3:])
+            new: Key = (key[0], key[1], to, *key[3:])
             tally[new] = tally.get(new, 0) + value
 
 

@@ -6,10 +6,10 @@ partitions' windows and its own health. Label values are folded here to the
 top N by volume plus `other`, and the per-window ratios and source
 concentration are computed here: per app shown (the other apps together as
 `other`), over every source. Split by pipeline version, the families carry
-its label, folded per app (`versions_shown`): each app shows its own top N
-versions, and a version without traffic in the longest window gives its
-place up, its counter series ending; the ratios stay per app, over every
-version.
+its label, folded per app (`versions_shown`): each app names at most
+`CoreConfig.pipeline_versions_named` versions, `none` and `other` besides, a
+stopped version giving its place up to one that has started, its counter
+series ending; the ratios stay per app, over every version.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from agent.core.families import FAMILIES
 from agent.core.filters import OUTCOMES
 from agent.core.freshness import STALE_RESULTS
 from agent.core.labels import OTHER
-from agent.core.pipelines import conform, relabel
+from agent.core.pipelines import NO_VERSION, conform, end_series, of_versions, relabel
 from agent.core.query_mix import LANGUAGES, NEW_TERMS, QUERY_TYPES, TERMS
 from agent.core.reasons import REASONS
 from agent.core.sources import ADMITTED_RESULTS, concentration
@@ -126,21 +126,22 @@ def shown_values(volume: Tally, shown: Shown, top_n: int, labels: Labels) -> dic
             for dim, values in by_dim.items()}
 
 
-def versions_shown(volume: Tally, live: Tally, shown: Shown, top_n: int) -> dict[str, frozenset[str]]:
-    """Per app, the pipeline versions with their own series: those it showed
-    that still have traffic in `live` (the longest window; sticky while they
-    do), then the most traffic there, then those it showed, then the most
-    traffic over `volume`, until `top_n`. Per
-    app, so that a small app's canary is not outranked by a large app's
-    versions; and a version with no traffic left in the window gives its place
-    up, as the partitions forget it (agent/core/metrics.py)."""
+def versions_shown(volume: Tally, live: Tally, shown: Shown, named: int) -> dict[str, frozenset[str]]:
+    """Per app, the pipeline versions with their own series (`none` always,
+    and at most `named` others): those it showed that have not stopped (with
+    events in `live`, the last `pipeline_version_idle_seconds` of event time),
+    then the most events in `live`, then those it showed, then
+    the most events over `volume`. Per app, so that a small app's canary is
+    not outranked by a large app's versions; a stopped version keeps its place
+    until a started one needs it, as in the partitions (agent/core/metrics.py)."""
     by_app, live_by_app = _by_app_version(volume), _by_app_version(live)
     out = {}
     for app, values in by_app.items():
         recent = live_by_app.get(app, {})
         before = shown.get(app, frozenset())
-        kept = {version for version in before if recent.get(version)}
-        out[app] = _top(sorted(values, key=lambda v: (-recent.get(v, 0), v not in before, -values[v], v)), kept, top_n)
+        kept = {version for version in before - {NO_VERSION} if recent.get(version)}
+        ranked = sorted(values.keys() - {NO_VERSION}, key=lambda v: (-recent.get(v, 0), v not in before, -values[v], v))
+        out[app] = _top(ranked, kept, named) | ({NO_VERSION} & values.keys())
     return out
 
 
@@ -167,7 +168,7 @@ def fold(tally: Tally, shown: Shown, labels: Labels, versions: Shown | None = No
     """Each label value not shown becomes `other`; what it counted is kept there.
     With `versions` (per app, `versions_shown`), the pipeline version label
     right after the app is shown for the app as folded; an app folded into
-    `other` shows none of its own."""
+    `other` shows none of its own (its versions are `other`)."""
     out: Tally = {}
     for key, value in tally.items():
         dims = labels.get(_family_name(key[0]))
@@ -177,7 +178,8 @@ def fold(tally: Tally, shown: Shown, labels: Labels, versions: Shown | None = No
         for i, dim in enumerate(dims):
             if dim in shown and values[i] not in shown[dim]:
                 values[i] = OTHER
-        if versions is not None and dims[1:2] == _VERSION and values[1] not in versions.get(values[0], ()):
+        if versions is not None and dims[1:2] == _VERSION and (
+                values[0] != key[1] or values[1] not in versions.get(values[0], ())):
             values[1] = OTHER
         folded = (key[0], *values)
         out[folded] = out.get(folded, 0) + value
@@ -224,25 +226,30 @@ class Exposition:
         self.shown: dict[str, frozenset[str]] = {}
         self.versions: dict[str, frozenset[str]] | None = {} if config.by_pipeline_version else None  # per app
         self.forgotten: float = 0  # events of the versions whose counter series ended
+        self.exposed: Tally = {}  # the counters' keys of the versions shown, as the last snapshot showed them
         self.labels: Labels = {f.name: config.labels_of(f) for f in FAMILIES}
         self.unsplit: Labels = {f.name: f.labels for f in FAMILIES}
 
     def snapshot(self, counters: Tally, windows: Mapping[str, Tally], now: float,
-                 exemplars: dict[Key, tuple[str, float]] | None = None, health: Health = Health()) -> Snapshot:
-        """Split by pipeline version, `counters` and `exemplars` (the caller's,
-        which only ever grow) lose the keys of the versions forgotten (`_forget`)."""
+                 exemplars: dict[Key, tuple[str, float]] | None = None, health: Health = Health(),
+                 live: Tally | None = None) -> Snapshot:
+        """Split by pipeline version, `live` is what the partitions counted in
+        their last `pipeline_version_idle_seconds` of event time (`state.recent`),
+        and `counters` and `exemplars` (the caller's, which only ever grow) keep
+        the keys of the versions shown only (`_forget`)."""
         # Rank by this process's counts and the longest window, so that values
         # restored from a checkpoint keep their names after a restart.
         longest = max(self.config.windows, key=lambda window: window[1])[0]
         labels = self.labels
         volume = total([counters, windows.get(longest, {})])
+        apps = self.shown.get("app", frozenset())  # named by the last snapshot
         self.shown = shown_values(volume, self.shown, self.top_n, labels)
         versions = self.versions
         if versions is not None:
-            live = windows.get(longest, {})
-            versions = versions_shown(volume, live, versions, self.top_n)
-            self._forget(counters, exemplars or {}, versions, live)
+            versions = versions_shown(volume, live or {}, versions, self.config.pipeline_versions_named)
+            self._forget(counters, exemplars or {}, versions, apps)
             self.versions = versions
+            self.exposed = of_versions(counters, versions)
         folded = fold(counters, self.shown, labels, versions)
         last = health.last_checkpoint
         since = health.unreachable_since
@@ -264,25 +271,24 @@ class Exposition:
         )
 
 
-    def _forget(self, counters: Tally, exemplars: dict[Key, tuple[str, float]], versions: Shown, live: Tally) -> None:
-        """Bound the process's counters by the versions that still count: a
-        version no longer shown loses its keys (its series ends; moved into
-        `other`, they would read there as a burst of traffic), and one never
-        shown with no traffic left in the window has its keys moved into
-        `other`, where they were folded already."""
+    def _forget(self, counters: Tally, exemplars: dict[Key, tuple[str, float]], versions: Shown,
+                apps: frozenset[str]) -> None:
+        """Keep in the process's counters only the versions shown, so that `other`
+        never goes down: one not shown moves its keys into `other`, where they
+        were folded already; one that loses its own series loses its keys, the
+        series ending at what the last snapshot showed, and only what it counted
+        since moves into `other`. All of it moved there would count its events
+        twice: `increase()` would read them as a burst of traffic."""
         before = self.versions or {}
-        in_window = _by_app_version(live)
         for app, values in _by_app_version(counters).items():
             for version in values:
                 if version == OTHER or version in versions.get(app, ()):
                     continue
-                if version in before.get(app, ()):
-                    self.forgotten += values[version]
-                    relabel(counters, app, version, None)
-                elif not in_window.get(app, {}).get(version):
-                    relabel(counters, app, version, OTHER)
+                if app in apps and version in before.get(app, ()):
+                    self.forgotten += self.exposed.get((RETRIEVALS.name, app, version), 0)
+                    end_series(counters, app, version, self.exposed)
                 else:
-                    continue
+                    relabel(counters, app, version, OTHER)
                 for family in EXEMPLAR_FAMILIES:
                     exemplars.pop((family, app, version), None)
 

@@ -209,6 +209,13 @@ def sums(config: CoreConfig, states: Iterable[PartitionState], now: float) -> di
     return out
 
 
+def recent(config: CoreConfig, states: Iterable[PartitionState]) -> Tally:
+    """What each partition counted in its last `pipeline_version_idle_seconds` of event time (up to its
+    watermark), summed: the pipeline versions with events there have not stopped (`Exposition.snapshot`)."""
+    seconds = config.pipeline_version_idle_seconds
+    return total(s.windows.window(seconds, s.windows.watermark) for s in states if s.windows.watermark is not None)
+
+
 def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     """Version 2 names the baseline whose vocabulary the state uses (none before)."""
     return {**data, "version": 2, "baseline": None}

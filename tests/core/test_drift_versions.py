@@ -82,17 +82,16 @@ def test_the_sub_day_windows_split_by_version_too():
 
 
 def test_a_version_forgotten_and_learned_again_counts_under_its_own_key_each_day():
-    # One version per app at a time: v1, then v2 once v1 has left the windows (a day and a bucket
-    # after its last event, read as the event before left them), then v1 again once v2 has.
+    # One version per app at a time: v1, then v2 once v1 has stopped (no event for the idle time,
+    # read as the event before left the watermark), then v1 again once v2 has.
     state = PartitionState(CoreConfig(by_pipeline_version=True, max_pipeline_versions=1), drift=DriftConfig())
     for i, (version, t) in enumerate([("v1", T0), ("v2", T0 + 60), ("v2", T0 + DAY + 360), ("v2", T0 + DAY + 420),
-                                      ("v1", T0 + 2 * DAY), ("v1", T0 + 3 * DAY + 480), ("v1", T0 + 3 * DAY + 540)]):
+                                      ("v1", T0 + DAY + 480), ("v1", T0 + 3 * DAY + 480), ("v1", T0 + 3 * DAY + 540)]):
         state.process(doc(i, version, t=t))
     rows = state.drift.take()
     keys = {(day, key): cells for (day, key, feature), cells in rows.items() if feature == "result_count"}
     assert sorted(keys) == [("2024-03-11", "alpha|other"), ("2024-03-11", "alpha|v1"),
                             ("2024-03-12", "alpha|other"), ("2024-03-12", "alpha|v2"),
-                            ("2024-03-13", "alpha|other"),
                             ("2024-03-14", "alpha|other"), ("2024-03-14", "alpha|v1")]
     assert sum(sum(cells.values()) for cells in keys.values()) == 7
     assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1"]}

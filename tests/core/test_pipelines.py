@@ -198,7 +198,7 @@ def test_damaged_learned_versions_are_a_state_error(damaged):
 # --------------------------------------------------------------------------- versions come and go
 
 DAY = 86400
-RELEASES = CoreConfig(by_pipeline_version=True)  # 5m, 1h, 24h windows, 300 s lateness, 4 versions per app
+RELEASES = CoreConfig(by_pipeline_version=True)  # 5m, 1h, 24h windows, 300 s lateness, 4 versions per app, 900 s idle
 
 
 def releases() -> list[bytes]:
@@ -210,33 +210,39 @@ def releases() -> list[bytes]:
     return raws
 
 
-def test_the_fifth_release_keeps_its_name_once_the_first_has_aged_out():
-    # At day 4 the windows keep the buckets from 24h + 300 s before the watermark:
-    # from T0 + 3 days - 300 s. v1 (last seen day 1) and v2 (day 2) are out of
-    # every window, so both are forgotten and v5 takes a slot; what they counted
-    # is in `retired` and moves there to `other`.
+def test_a_new_release_takes_the_slot_of_a_version_stopped_for_the_idle_time():
+    # Four versions at T0, v1 again at T0 + 600 s. v5 finds the set full: at a watermark of
+    # T0 + 600 and of T0 + 900 no version has gone 900 s without an event (v2..v4's last, T0,
+    # is not before T0 + 900 - 900), so v5 counts as `other`; at T0 + 901 v2..v4 have stopped
+    # and are forgotten, and v5 takes a slot. What they counted keeps their name in the
+    # windows; v2, seen again, is learned again into a free slot.
+    raws = [doc(k, f"v{k}") for k in range(1, 5)] + [doc(5, "v1", t=T0 + 600), doc(6, "v5", t=T0 + 900),
+                                                      doc(7, "v5", t=T0 + 901), doc(8, "v5", t=T0 + 960)]
+    state = feed(PartitionState(RELEASES), raws)
+    assert counts(state.totals(), "retrievals") == {("alpha", "v1"): 2, ("alpha", "v2"): 1, ("alpha", "v3"): 1,
+                                                    ("alpha", "v4"): 1, ("alpha", "other"): 2, ("alpha", "v5"): 1}
+    windows = state.to_dict()["windows"]
+    assert windows["pipeline_versions"] == {"alpha": ["v1", "v5"]}
+    assert windows["pipeline_versions_seen"] == {"alpha": {"v1": T0 + 600, "v5": T0 + 960}}
+    assert set(state.metrics.by_label) == {"v1", "v5", "other"}  # the views of v2..v4 are let go
+    state = feed(state, [doc(9, "v2", t=T0 + 1000)])
+    assert counts(state.windows.window(300, T0 + 1000), "retrievals") == {
+        ("alpha", "other"): 2, ("alpha", "v5"): 1, ("alpha", "v2"): 1}
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v2", "v5"]}
+
+
+def test_what_forgotten_versions_left_in_retired_moves_to_other():
+    # At day 4, v5 finds v1..v3 stopped (last seen at days 1 to 3) and takes a slot. The buckets
+    # older than the windows' 24h + 300 s hold v1's, v2's and v3's day-2 event: in `retired` they
+    # move to `other`; v3's day-3 event is still in a bucket, under its name.
     state = feed(PartitionState(RELEASES), releases())
-    assert counts(state.totals(), "retrievals") == {("alpha", "other"): 4, ("alpha", "v3"): 2, ("alpha", "v4"): 2,
+    assert counts(state.windows.retired, "retrievals") == {("alpha", "other"): 5}
+    assert counts(state.totals(), "retrievals") == {("alpha", "other"): 5, ("alpha", "v3"): 1, ("alpha", "v4"): 2,
                                                     ("alpha", "v5"): 1}
     assert counts(state.windows.window(DAY, T0 + 4 * DAY), "retrievals") == {("alpha", "v4"): 1, ("alpha", "v5"): 1}
     windows = state.to_dict()["windows"]
-    assert windows["pipeline_versions"] == {"alpha": ["v3", "v4", "v5"]}
-    assert windows["pipeline_versions_seen"] == {"alpha": {"v3": T0 + 3 * DAY, "v4": T0 + 4 * DAY,
-                                                           "v5": T0 + 4 * DAY}}
-    assert set(state.metrics.by_label) == {"v3", "v4", "v5"}  # the views of v1 and v2 are let go
-
-
-def test_a_new_release_is_other_until_a_learned_version_has_left_the_windows():
-    # v2..v4 last seen at T0 leave the windows when the oldest bucket kept starts after T0:
-    # at a watermark of T0 + 24h + 300 s + one bucket (the windows as the event before left them).
-    # v1, seen again a day later, stays.
-    raws = [doc(k, f"v{k}") for k in range(1, 5)] + [doc(5, "v1", t=T0 + DAY), doc(6, "v5", t=T0 + DAY + 300)]
-    state = feed(PartitionState(RELEASES), raws)
-    assert counts(state.totals(), "retrievals") == {("alpha", "v1"): 2, ("alpha", "v2"): 1, ("alpha", "v3"): 1,
-                                                    ("alpha", "v4"): 1, ("alpha", "other"): 1}
-    state = feed(state, [doc(7, "v1", t=T0 + DAY + 360), doc(8, "v5", t=T0 + DAY + 360)])
-    assert counts(state.totals(), "retrievals") == {("alpha", "v1"): 3, ("alpha", "other"): 4, ("alpha", "v5"): 1}
-    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v5"]}
+    assert windows["pipeline_versions"] == {"alpha": ["v4", "v5"]}
+    assert windows["pipeline_versions_seen"] == {"alpha": {"v4": T0 + 4 * DAY, "v5": T0 + 4 * DAY}}
 
 
 def test_what_each_round_added_is_unchanged_when_a_version_is_forgotten():
@@ -266,9 +272,10 @@ def test_versions_checkpointed_without_their_last_seen_count_as_seen_at_the_rest
     assert data["windows"]["pipeline_versions_seen"] == {"alpha": {"v1": T0, "v2": T0 + DAY, "v3": T0 + DAY,
                                                                    "v4": T0 + DAY}}
     old = dict(data, windows={k: v for k, v in data["windows"].items() if k != "pipeline_versions_seen"})
-    # Half a day on, v1's own last event has left the windows (T0 < T0 + 1.5 days - 24h - 300 s):
-    # the state that kept it forgets v1; the one restored without it counts v1 as seen at T0 + 1 day.
-    later = [doc(5, "v2", t=T0 + 1.5 * DAY), doc(6, "v5", t=T0 + 1.5 * DAY)]
+    # Ten minutes on, v1 has stopped (no event since T0): the state that kept its time forgets it
+    # (and what it left in `retired` moves to `other`); the one restored without it counts v1 as
+    # seen at T0 + 1 day, not stopped.
+    later = [doc(5, "v2", t=T0 + DAY + 600), doc(6, "v5", t=T0 + DAY + 600)]
     kept = feed(PartitionState.from_dict(RELEASES, data), later)
     assert counts(kept.totals(), "retrievals") == {("alpha", "other"): 1, ("alpha", "v2"): 2, ("alpha", "v3"): 1,
                                                    ("alpha", "v4"): 1, ("alpha", "v5"): 1}
@@ -276,11 +283,12 @@ def test_versions_checkpointed_without_their_last_seen_count_as_seen_at_the_rest
     assert counts(restored.totals(), "retrievals") == {("alpha", "v1"): 1, ("alpha", "v2"): 2, ("alpha", "v3"): 1,
                                                        ("alpha", "v4"): 1, ("alpha", "other"): 1}
     assert restored.to_dict()["windows"]["pipeline_versions_seen"]["alpha"]["v1"] == T0 + DAY
-    # A day after the restored watermark (plus the lateness and a bucket, as the first v5 event left
-    # the windows), v1, v3 and v4 go: the second v5 event takes a slot.
-    restored = feed(restored, [doc(7, "v5", t=T0 + 2 * DAY + 360), doc(8, "v5", t=T0 + 2 * DAY + 360)])
-    assert restored.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v2", "v5"]}  # v2 seen at 1.5 days
-    assert counts(restored.totals(), "retrievals") == {("alpha", "v2"): 2, ("alpha", "v5"): 1, ("alpha", "other"): 5}
+    # 900 s after the restored watermark (the watermark the first v5 event found), v1, v3 and
+    # v4 have stopped: the second v5 event takes a slot; v2, seen at T0 + 1 day + 600 s, stays.
+    restored = feed(restored, [doc(7, "v5", t=T0 + DAY + 960), doc(8, "v5", t=T0 + DAY + 961)])
+    assert restored.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v2", "v5"]}
+    assert counts(restored.totals(), "retrievals") == {("alpha", "v2"): 2, ("alpha", "v3"): 1, ("alpha", "v4"): 1,
+                                                       ("alpha", "v5"): 1, ("alpha", "other"): 3}
 
 
 @pytest.mark.parametrize("damaged", [["v1"], {"alpha": ["v1"]}, {"alpha": {"v1": "yesterday"}}])
@@ -292,9 +300,9 @@ def test_damaged_last_seen_times_are_a_state_error(damaged):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_versions_coming_and_going_keep_the_sums_and_the_bound(seed):
-    # Releases every few minutes against a 5-minute window, some events late: the labels
-    # in every tally the state keeps are those it has learned, `none` and `other`, and the
+def test_versions_coming_and_going_keep_the_sums(seed):
+    # Releases every few minutes, a version stopping after two minutes without events, some
+    # events late: each app names two versions at a time, but many over the stream, and the
     # split still sums to the unsplit counts.
     rng = random.Random(seed)
     raws, t = [], T0
@@ -303,25 +311,23 @@ def test_versions_coming_and_going_keep_the_sums_and_the_bound(seed):
         release = int(t - T0) // 240
         version = rng.choice([f"v{release}", f"v{max(0, release - 1)}", f"v{release + 1}", None])
         raws.append(doc(i, version, app=rng.choice(["alpha", "beta"]), t=t - rng.uniform(0, 400)))
-    split, plain = PartitionState(SPLIT), PartitionState(dataclasses.replace(SPLIT, by_pipeline_version=False))
+    config = dataclasses.replace(SPLIT, pipeline_version_idle_seconds=120)
+    split, plain = PartitionState(config), PartitionState(dataclasses.replace(config, by_pipeline_version=False))
     named = set()  # the versions that counted under their own name
     for raw in raws:
         version = version_of(split.process(raw).event)
         if split.context.pipeline_version == version:
             named.add(version)
         plain.process(raw)
-        learned = {app: set(v.known) | {"none", "other"} for app, v in split.metrics.versions.items()}
-        for tally in [split.windows.retired, *split.windows.buckets.values()]:
-            assert all(key[2] in learned[key[1]] for key in tally if key[0] == "retrievals")
+        assert all(len(v.known) <= 2 for v in split.metrics.versions.values())
     assert conform(split.totals(), False) == pytest.approx(plain.totals())
     assert len(named - {None}) >= 8  # two at a time per app, but 8 and more over the stream
-    assert feed(checkpoint(feed(PartitionState(SPLIT), raws[:300])), raws[300:]).to_dict() == split.to_dict()
+    assert feed(checkpoint(feed(PartitionState(config), raws[:300])), raws[300:]).to_dict() == split.to_dict()
 
 
-def test_a_version_dated_ahead_is_kept_until_its_bucket_has_retired():
-    # v1 is written at T0 dated 50 minutes ahead: its bucket is kept until the watermark
-    # passes T0 + 3000 s and the window; v1 keeps its slot until then, and what it counted
-    # moves to `other` in `retired` once it is forgotten.
+def test_a_version_dated_ahead_has_not_stopped_until_the_watermark_passes_its_time():
+    # v1 is written at T0 dated 50 minutes ahead: it has not stopped until the watermark is
+    # 900 s past T0 + 3000 s; what it counted moves to `other` in `retired` once it is forgotten.
     state = PartitionState(SPLIT)
     state.process(doc(0, "v1", t=T0 + 3000), now=T0)
     state.process(doc(1, "v2"), now=T0)
@@ -330,7 +336,11 @@ def test_a_version_dated_ahead_is_kept_until_its_bucket_has_retired():
     for i, t in enumerate(range(T0 + 1200, T0 + 4200, 600)):
         state.process(doc(3 + i, "v3", t=t), now=t)
     assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v3"]}
-    state.process(doc(9, "v4", t=T0 + 4200), now=T0 + 4200)
+    state.process(doc(9, "v4", t=T0 + 3900), now=T0 + 3900)  # the watermark is T0 + 3600
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v3"]}
+    state.process(doc(10, "v4", t=T0 + 4200), now=T0 + 4200)  # T0 + 3900: 900 s after T0 + 3000
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v3"]}
+    state.process(doc(11, "v4", t=T0 + 4260), now=T0 + 4260)
     assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v3", "v4"]}
     learned = {"v3", "v4", "none", "other"}
     for tally in [state.windows.retired, *state.windows.buckets.values()]:

@@ -41,7 +41,7 @@ from agent.core.sampling import (
 )  # fmt: skip
 from agent.core.state import PartitionState
 from agent.synth import generate, parse_incident
-from tests.core.test_pipelines import DAY, T0, doc
+from tests.core.test_pipelines import T0, doc
 
 WEEK = "2026-W48"
 SALT = "a deployment's secret"
@@ -162,9 +162,9 @@ def test_a_version_forgotten_and_learned_again_is_sampled_in_its_own_stratum_aga
     learned again, to its own, within the week's bound of strata."""
     state = PartitionState(CoreConfig(by_pipeline_version=True, max_pipeline_versions=1),
                            judging=JudgingConfig(budgets=Budgets(k=10, uniform_k=1)))
-    # v1; v2 (other); v2 learned once v1 left the windows; v1 (other); v1 learned again.
-    stream = [("v1", T0), ("v2", T0 + 60), ("v2", T0 + DAY + 360), ("v2", T0 + DAY + 420), ("v1", T0 + 2 * DAY),
-              ("v1", T0 + 3 * DAY + 480), ("v1", T0 + 3 * DAY + 540)]
+    # v1; v2 (other); v2 learned once v1 has had no event for 900 s; v1 (other); v1 learned again.
+    stream = [("v1", T0), ("v2", T0 + 60), ("v2", T0 + 1000), ("v2", T0 + 1020), ("v1", T0 + 1080),
+              ("v1", T0 + 3000), ("v1", T0 + 3060)]
     for i, (version, t) in enumerate(stream):
         state.process(doc(i, version, t=t))
     sampler = state.judging.sampler

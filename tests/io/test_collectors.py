@@ -4,6 +4,7 @@ metrics server (text, OpenMetrics, health, readiness, TLS)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import socket
 import ssl
 import subprocess
@@ -22,11 +23,11 @@ from agent import synth
 from agent.core.config import CoreConfig
 from agent.core.families import FAMILIES
 from agent.core.snapshot import Exposition, Health
-from agent.core.state import PartitionState
-from agent.core.tally import Counter, Histogram, total
+from agent.core.state import PartitionState, recent
+from agent.core.tally import Counter, Histogram, add, total
 from agent.io.prometheus.collectors import HealthCollector, Latest, RetrievalCollector
 from agent.io.prometheus.endpoint import MetricsServer
-from tests.core.test_pipelines import DAY, T0, releases
+from tests.core.test_pipelines import DAY, T0, doc, releases
 
 APPS = ("docs-search", "hr-assistant", "support-bot")
 REASONS = ("invalid_json", "invalid_field", "unsupported_schema", "too_large", "pii_suspected")
@@ -64,8 +65,9 @@ class Harness:
         self.latest = Latest()
         self.clock = clock
 
-    def publish(self, counters=None, windows=None, exemplars=None, **health) -> None:
-        snapshot = self.exposition.snapshot(counters or {}, windows or {}, self.clock(), exemplars, Health(**health))
+    def publish(self, counters=None, windows=None, exemplars=None, live=None, **health) -> None:
+        snapshot = self.exposition.snapshot(counters or {}, windows or {}, self.clock(), exemplars, Health(**health),
+                                            live)
         self.latest.publish(snapshot)
 
 
@@ -573,12 +575,12 @@ def test_app_counters_are_zero_filled_per_app_and_pipeline_version(split_publish
         is None  # a pair without traffic gets no series
 
 
-def test_pipeline_versions_beyond_the_top_n_fold_into_other():
-    c, registry = collector(SPLIT, top_n=2)
+def test_pipeline_versions_beyond_the_bound_fold_into_other():
+    c, registry = collector(dataclasses.replace(SPLIT, max_pipeline_versions=2))
     volumes = {"v1": 40, "v2": 30, "v3": 5, "none": 2}
     c.publish(counters={("retrievals", "app", version): n for version, n in volumes.items()})
     shown = {s.labels["pipeline_version"]: s.value for s in samples(registry) if s.name == "ragdrift_retrievals_total"}
-    assert shown == {"v1": 40, "v2": 30, "other": 7}
+    assert shown == {"v1": 40, "v2": 30, "none": 2, "other": 5}  # `none` besides the bound, as `other`
 
 
 def retrievals_by_version(registry) -> dict[tuple[str, str], float]:
@@ -588,7 +590,7 @@ def retrievals_by_version(registry) -> dict[tuple[str, str], float]:
 
 def test_each_app_shows_its_own_top_versions():
     # Ranked over all apps, the two largest (v1, v2 of search) would leave the bot's canary in `other`.
-    c, registry = collector(SPLIT, top_n=2)
+    c, registry = collector(dataclasses.replace(SPLIT, max_pipeline_versions=2))
     volumes = {("search", "v1"): 1000, ("search", "v2"): 900, ("search", "v3"): 800,
                ("bot", "stable"): 20, ("bot", "canary"): 3}
     counters = {("retrievals", app, version): n for (app, version), n in volumes.items()}
@@ -598,31 +600,40 @@ def test_each_app_shows_its_own_top_versions():
                                                ("bot", "canary"): 3}
 
 
-def test_a_version_keeps_its_place_while_in_the_longest_window_then_gives_it_up():
-    c, registry = collector(SPLIT, top_n=2)
+def test_a_stopped_version_gives_its_place_to_a_started_one_and_its_series_ends():
+    c, registry = collector(dataclasses.replace(SPLIT, max_pipeline_versions=2))
     counters = {("retrievals", "a", "v1"): 50, ("retrievals", "a", "v2"): 40}
-    c.publish(counters=counters, windows={"24h": {("retrievals", "a", "v1"): 5, ("retrievals", "a", "v2"): 4}})
-    # A canary larger than both waits in `other` while they still have traffic in the window.
+    c.publish(counters=counters, live={("retrievals", "a", "v1"): 5, ("retrievals", "a", "v2"): 4})
+    # v3 waits in `other` while both have events in the idle time; its keys move there for good.
     counters[("retrievals", "a", "v3")] = 100
-    c.publish(counters=counters, windows={"24h": {("retrievals", "a", "v1"): 5, ("retrievals", "a", "v2"): 4,
-                                                  ("retrievals", "a", "v3"): 100}})
+    c.publish(counters=counters, live={("retrievals", "a", "v1"): 5, ("retrievals", "a", "v2"): 4,
+                                       ("retrievals", "a", "v3"): 100})
     assert retrievals_by_version(registry) == {("a", "v1"): 50, ("a", "v2"): 40, ("a", "other"): 100}
-    # v1 leaves the window: the canary takes its place and v1's series ends (its keys leave the
-    # process's counters and its exemplars go; moved into `other` they would read as a burst there).
-    # v4, never shown and out of the window, moves into `other`, where it was folded already.
-    counters[("retrievals", "a", "v4")] = 7
+    assert counters == {("retrievals", "a", "v1"): 50, ("retrievals", "a", "v2"): 40, ("retrievals", "a", "other"): 100}
+    # v1 has stopped: v3 takes its place with what it counted since, `other` keeps what it had,
+    # v1's series ends at the value last shown, its keys and exemplars gone (moved into `other`
+    # they would count its 50 events a second time there).
+    counters[("retrievals", "a", "v3")] = 10
     exemplars = {("unauthorized_results", "a", "v1"): (TRACE, 1.0), ("unauthorized_results", "a", "v3"): (TRACE, 2.0)}
-    c.publish(counters=counters, windows={"24h": {("retrievals", "a", "v2"): 4, ("retrievals", "a", "v3"): 100}},
+    c.publish(counters=counters, live={("retrievals", "a", "v2"): 4, ("retrievals", "a", "v3"): 10},
               exemplars=exemplars)
-    assert retrievals_by_version(registry) == {("a", "v2"): 40, ("a", "v3"): 100, ("a", "other"): 7}
-    assert counters == {("retrievals", "a", "v2"): 40, ("retrievals", "a", "v3"): 100, ("retrievals", "a", "other"): 7}
+    assert retrievals_by_version(registry) == {("a", "v2"): 40, ("a", "v3"): 10, ("a", "other"): 100}
     assert list(exemplars) == [("unauthorized_results", "a", "v3")]
-    assert c.latest.snapshot.processed == 197  # v1's 50 still counted as processed
+    assert c.latest.snapshot.processed == 200  # v1's 50 still counted as processed
+    # v2 has stopped, though it counted a late event since it was last shown: v4 takes its place,
+    # v2's series ends at the 40 it showed, and the late event counts in `other`.
+    counters[("retrievals", "a", "v2")] = 41
+    counters[("retrievals", "a", "v4")] = 3
+    c.publish(counters=counters, live={("retrievals", "a", "v3"): 10, ("retrievals", "a", "v4"): 3})
+    assert retrievals_by_version(registry) == {("a", "v3"): 10, ("a", "v4"): 3, ("a", "other"): 101}
+    assert counters == {("retrievals", "a", "v3"): 10, ("retrievals", "a", "v4"): 3, ("retrievals", "a", "other"): 101}
+    assert c.latest.snapshot.processed == 204
 
 
 def test_the_fifth_release_is_exported_under_its_own_name():
     # One release a day (tests/core/test_pipelines.py `releases`), published daily as the agent does:
-    # the partition forgets v1 and v2 at day 4, so v5 counts, and is shown, as itself.
+    # at day 4 v1..v3 have stopped, so v5 counts, and is shown, as itself; one of the stopped versions
+    # (of as many events, the last by name: v3) gives its place up and its series ends.
     config = dataclasses.replace(SPLIT, windows=(("24h", 86400),))
     state, counters = PartitionState(config), {}
     c, registry = collector(config)
@@ -630,9 +641,48 @@ def test_the_fifth_release_is_exported_under_its_own_name():
         state.process(raw)
         counters = total([counters, state.take_added()])
         now = state.windows.watermark
-        c.publish(counters=counters, windows={"24h": state.windows.window(DAY, now)})
+        c.publish(counters=counters, windows={"24h": state.windows.window(DAY, now)}, live=recent(config, [state]))
     assert now == T0 + 4 * DAY
-    assert retrievals_by_version(registry) == {("alpha", f"v{k}"): 2 for k in range(1, 5)} | {("alpha", "v5"): 1}
+    assert retrievals_by_version(registry) == {("alpha", "v1"): 2, ("alpha", "v2"): 2, ("alpha", "v4"): 2,
+                                               ("alpha", "v5"): 1}
+
+
+def test_forty_releases_over_two_days_keep_the_series_bounded_and_current_traffic_named():
+    # Release k starts at k * 72 minutes and serves for 268 minutes: at most four versions serve at
+    # once, and each has stopped 20 minutes (more than the 15 minutes of idle time) before the one
+    # four releases on starts. Two partitions share the traffic; /metrics is rendered every ten
+    # minutes of event time.
+    config = SPLIT
+    parts = [PartitionState(config), PartitionState(config)]
+    c, registry = collector(config)
+    counters, events, series, last = {}, 0, [], {}
+    published = 0  # events when /metrics was last rendered
+    for tick in range(2 * DAY // 120):
+        t = T0 + 120 * tick
+        serving = [k for k in range(40) if k * 4320 <= t - T0 < k * 4320 + 268 * 60]
+        assert len(serving) <= 4
+        for k in serving:
+            state = parts[(tick + k) % 2]
+            state.process(doc(events, f"r{k}", t=t), now=t)
+            events += 1
+            add(counters, state.take_added())
+        if tick % 5:
+            continue
+        published = events
+        windows = {name: total(p.windows.window(seconds, t) for p in parts) for name, seconds in config.windows}
+        c.publish(counters=counters, windows=windows, live=recent(config, parts))
+        text = text_latest(registry).decode()  # what a scrape reads: name{labels} value
+        scrape = {name: float(value) for name, value in (x.rsplit(" ", 1) for x in text.splitlines() if x[0] != "#")}
+        versions = set(re.findall(r'pipeline_version="([^"]*)"', text))
+        assert len(versions - {"other"}) <= config.max_pipeline_versions
+        assert {f"r{k}" for k in serving} <= versions, t  # current traffic is named, never `other`:
+        assert not any('_total{' in name and 'pipeline_version="other"' in name for name in scrape)
+        for name, value in scrape.items():
+            assert value >= last.get(name, value) or "_total{" not in name, name  # counters never go down
+        last = scrape
+        series.append(len(scrape))
+    assert events > 5000 and c.latest.snapshot.processed == published
+    assert max(series[len(series) // 2:]) <= max(series[: len(series) // 2])  # the second day adds no series
 
 
 def test_exemplars_name_the_pipeline_version(split_published):

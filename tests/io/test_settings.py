@@ -490,6 +490,8 @@ def test_window_checks(tmp_path, text, word):
     ("windows: {vocabulary_bits: -8}\n", "windows.vocabulary_bits"),
     ("windows: {vocabulary_hashes: 0}\n", "windows.vocabulary_hashes"),
     ("windows: {max_pipeline_versions: 0}\n", "windows.max_pipeline_versions"),
+    ("windows: {pipeline_version_idle_seconds: 0}\n", "windows.pipeline_version_idle_seconds"),
+    ("windows: {pipeline_version_idle_seconds: 90}\n", "windows.pipeline_version_idle_seconds"),
 ])
 def test_numeric_ranges_name_the_dotted_key(tmp_path, text, key):
     # Caught at start-up (and by check-config), not later inside a Kafka callback.
@@ -561,9 +563,10 @@ def test_core_maps_the_pipeline_version_split(tmp_path):
         windows:
           by_pipeline_version: true
           max_pipeline_versions: 2
+          pipeline_version_idle_seconds: 600
           labels: {pipeline_version: [v1.4, v1.5-canary]}
         """), environ={}).core()
-    assert core.by_pipeline_version and core.max_pipeline_versions == 2
+    assert core.by_pipeline_version and core.max_pipeline_versions == 2 and core.pipeline_version_idle_seconds == 600
     assert core.label_values == {"pipeline_version": ("v1.4", "v1.5-canary")}
     assert not Settings().core().by_pipeline_version  # off unless asked for
     assert load(environ={"RAGDRIFT_WINDOWS__BY_PIPELINE_VERSION": "true"}).windows.by_pipeline_version

@@ -104,6 +104,7 @@ class WindowSettings:
     # A `pipeline_version` label on every family with an app label (off: the output is as without it).
     by_pipeline_version: bool = False
     max_pipeline_versions: int = 4
+    pipeline_version_idle_seconds: int = 900  # a version without an event for this long gives its place up
     vocabulary_bits: int = 1 << 20
     vocabulary_hashes: int = 7
 
@@ -153,6 +154,7 @@ class Settings:
             max_label_values=w.max_label_values,
             by_pipeline_version=w.by_pipeline_version,
             max_pipeline_versions=w.max_pipeline_versions,
+            pipeline_version_idle_seconds=w.pipeline_version_idle_seconds,
             buckets=buckets,
             score_buckets_by_app=by_app,
             vocabulary_bits=w.vocabulary_bits,
@@ -349,6 +351,8 @@ def _check(s: Settings) -> None:
          "must be a positive multiple of 8")
     need(s.windows.vocabulary_hashes >= 1, "windows.vocabulary_hashes", "must be >= 1")
     need(s.windows.max_pipeline_versions >= 1, "windows.max_pipeline_versions", "must be >= 1")
+    idle = s.windows.pipeline_version_idle_seconds
+    need(idle > 0 and idle % 60 == 0, "windows.pipeline_version_idle_seconds", "must be a positive multiple of 60")
     known = (*LABEL_DIMENSIONS, PIPELINE_VERSION)
     for dim in s.windows.labels:
         need(dim in known, f"windows.labels.{dim}", f"unknown label dimension (known: {', '.join(known)})")
