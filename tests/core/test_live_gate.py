@@ -432,6 +432,14 @@ def at(i: int, version: str, ts: str, app: str = "shop") -> bytes:
     return orjson.dumps({**orjson.loads(event(i, version=version)), "ts": ts, "app": app})
 
 
+def counted(lines, config: LiveConfig) -> tuple[dict, dict]:
+    """The rows of the lines through a partition's state: its windows' watermark is the partition's time."""
+    state = PartitionState(CoreConfig(), live_gate=config)
+    for line in lines:
+        state.ingest(decode(line).event)
+    return state.live_gate.take()
+
+
 def test_each_app_has_its_own_places_for_versions():
     lines = [at(0, "v0", TS), at(1, "v1", TS), at(2, "docs-1", TS, app="docs"), at(3, "v2", TS)]
     held = fold(lines, LiveConfig(max_versions=2))
@@ -442,18 +450,17 @@ def test_each_app_has_its_own_places_for_versions():
 def test_a_version_without_an_event_for_an_hour_gives_its_place_to_a_new_one_and_keeps_its_rows():
     # v0 and v1 take the app's two places at 09:00; v1 stops. The canary launched at 09:30 waits in
     # `other`; at 10:00 v1 has had no event for an hour (by the partition's newest event time), so the
-    # canary takes its place. v1 coming back finds no place free (v0 and the canary serve).
+    # canary takes its place. v1 coming back finds no place free (v0 and the canary serve); at 11:31 the
+    # canary has had none for an hour, and v1 takes its place: its rows under its name add up.
     lines = [at(0, "v0", "2026-11-02T09:00:00Z"), at(1, "v1", "2026-11-02T09:00:00Z"),
              at(2, "canary", "2026-11-02T09:30:00Z"), at(3, "v0", "2026-11-02T09:59:59Z"),
              at(4, "canary", "2026-11-02T09:59:59Z"), at(5, "v0", "2026-11-02T10:00:00Z"),
              at(6, "canary", "2026-11-02T10:00:00Z"), at(7, "canary", "2026-11-02T08:00:00Z"),
-             at(8, "v1", "2026-11-02T10:30:00Z")]
-    counts = LiveConfig(max_versions=2).partition()
-    for line in lines:
-        counts.observe(facts_of(decode(line).event))
-    days, queries = counts.take()
+             at(8, "v1", "2026-11-02T10:30:00Z"), at(9, "v0", "2026-11-02T11:31:00Z"),
+             at(10, "v1", "2026-11-02T11:31:00Z")]
+    days, queries = counted(lines, LiveConfig(max_versions=2))
     events = {v: row["events"] for (_, _, v), row in days.items()}
-    assert events == {"v0": 3, "v1": 1, OTHER: 3, "canary": 2}  # every event counted once, v1's under its name
+    assert events == {"v0": 4, "v1": 2, OTHER: 3, "canary": 2}  # every event counted once, each under one name
     assert sum(row["events"] for row in queries.values()) == len(lines)
 
 
@@ -461,6 +468,6 @@ def test_a_place_is_freed_on_the_partitions_current_day_only():
     # The partition's time is on 11-03: late events of 11-02 find its places as they were.
     lines = [at(0, "v0", "2026-11-02T09:00:00Z"), at(1, "v1", "2026-11-02T09:00:00Z"),
              at(2, "v2", "2026-11-03T12:00:00Z"), at(3, "canary", "2026-11-02T23:00:00Z")]
-    held = fold(lines, LiveConfig(max_versions=2))
-    assert sorted((d, v) for d, _, v in held.days) == [
+    days, _ = counted(lines, LiveConfig(max_versions=2))
+    assert sorted((d, v) for d, _, v in days) == [
         ("2026-11-02", OTHER), ("2026-11-02", "v0"), ("2026-11-02", "v1"), ("2026-11-03", "v2")]

@@ -26,11 +26,13 @@ The version is the event's `pipeline.version` (`none` without one). With
 each app `max_versions` places on each UTC day (of the event time), taken by
 the first versions it sees, and counts the rest as `OTHER`. A place is taken
 while its version serves: one with no event for `IDLE` seconds of the
-partition's time (the newest event time it has counted; older or replayed
-events move it not) gives its place to the next new version, on the day of
-the partition's time only, so a canary launched on a busy app is counted by
-name within the hour. Its rows keep its name (what it counted is never
-moved), and if it comes back it is a new version again. So a producer
+partition's time (the windows' watermark, `Context.watermark`: the newest
+event time, never past its write time, so older or replayed events move it
+not; without a context, the event's own time) gives its place to the next
+new version, on the day of the partition's time only, so a canary launched
+on a busy app is counted by name within the hour. Its rows keep its name
+(what it counted is never moved into another's; `take` returns them), and if
+it comes back it is a new version again. So a producer
 sending thousands of versions adds at most `max_versions` rows an app at a
 time and `max_versions` x (1 + DAY / IDLE) a day. A partition holds the
 versions of 8 days; an event dated before the oldest of them counts as
@@ -60,6 +62,7 @@ MEASURES = ("top1_score", "content_age_days", "source_concentration", "latency_s
 GATES = ("unauthorized", "stale_conflict", "filter_zero")
 COUNTS = ("events", "zero", *GATES)  # per day row; per query row only the first two are used
 _SLOTS = len(COUNTS) + 2 * len(MEASURES)  # the counts, then (sum, n) of each measure
+_SEEN = _SLOTS  # a day row's extra slot: the partition's time at its last event
 _T1, _AGE, _HHI, _LAT = (len(COUNTS) + 2 * i for i in range(len(MEASURES)))
 _SPACE = 1 << 32
 _DAYS_HELD = 8  # days whose versions a partition holds at once
@@ -145,7 +148,7 @@ class HeldRows:
 class VersionCounts(KeptAsRows):
     """One partition's live gate rows since the last `take` (a `Feature`)."""
 
-    __slots__ = ("config", "_days", "_queries", "_examples", "_labels", "_versions", "_now", "_iso")
+    __slots__ = ("config", "_days", "_queries", "_examples", "_labels", "_versions", "_gave_up", "_iso")
     name = "live_gate"
 
     def __init__(self, config: LiveConfig = LiveConfig()) -> None:
@@ -155,8 +158,9 @@ class VersionCounts(KeptAsRows):
         self._examples: dict[tuple[int, str, str], dict[str, list[str]]] = {}
         self._labels: dict[tuple[int, str, str, str], tuple[str | None, str | None]] = {}
         # UTC day -> app -> the versions holding a place, each with the partition's time at its last event
+        # as of the last `take` (a day row held since has the later one, `_SEEN`)
         self._versions: dict[int, dict[str, dict[str, float]]] = {}
-        self._now = 0.0  # the partition's time: the newest event time counted
+        self._gave_up: list[tuple[tuple[int, str, str], list[float]]] = []  # day rows of versions that gave up
         self._iso: dict[int, str] = {}
 
     def observe(self, facts: Facts, ctx: Context | None = None) -> None:
@@ -165,23 +169,24 @@ class VersionCounts(KeptAsRows):
         event = facts.event
         version = version_of(event) or NO_VERSION
         ts = facts.ts
-        if ts > self._now:
-            self._now = ts
+        now = ts if ctx is None else ctx.watermark or ts  # the partition's time
         day = int(ts // DAY)
         app = event.app if ctx is None else ctx.app
-        if self.config.versions:
-            if version not in self.config.versions:
-                return
-        else:
-            held = self._versions.get(day, _NO_APPS).get(app)
-            if held is not None and version in held:  # a version holding its place costs no call
-                held[version] = self._now
-            else:
-                version = self._learned(day, app, version)
         key = (day, app, version)
         row = self._days.get(key)
-        if row is None:
-            row = self._days[key] = [0.0] * _SLOTS
+        if row is None:  # the version's first event since the last `take`, or one without a place
+            if self.config.versions:
+                if version not in self.config.versions:
+                    return
+            else:
+                held = self._versions.get(day, _NO_APPS).get(app)
+                if held is None or version not in held:
+                    version = self._learned(day, app, version, now)
+                    key = (day, app, version)
+            row = self._days.get(key)
+            if row is None:
+                row = self._days[key] = [0.0] * (_SLOTS + 1)
+        row[_SEEN] = now
         flags = (not event.results, bool(facts.unauthorized), facts.stale_conflict, facts.filter_zero)
         values = _measures(facts)
         _count(row, flags[0], values)
@@ -198,9 +203,9 @@ class VersionCounts(KeptAsRows):
             _count(qrow, flags[0], values)
             self._labels[qkey] = (query.type, query.language)
 
-    def _learned(self, day: int, app: str, version: str) -> str:
+    def _learned(self, day: int, app: str, version: str, now: float) -> str:
         """The version's name, given a place of the app's that day (a free one, or on the partition's
-        current day one whose version has had no event for `IDLE` seconds), or `OTHER`."""
+        current day, `now`, one whose version has had no event for `IDLE` seconds), or `OTHER`."""
         apps = self._versions.get(day)
         if apps is None:
             if len(self._versions) >= _DAYS_HELD:  # the oldest day forgotten; days before it learn nothing
@@ -211,13 +216,21 @@ class VersionCounts(KeptAsRows):
             apps = self._versions[day] = {}
         held = apps.setdefault(app, {})
         if len(held) >= self.config.max_versions:
-            if day != int(self._now // DAY):
+            if day != int(now // DAY):
                 return OTHER
-            idle = min(held, key=held.__getitem__)  # the longest without an event
-            if held[idle] > self._now - IDLE:
+
+            def seen(v: str) -> float:
+                row = self._days.get((day, app, v))
+                return held[v] if row is None else row[_SEEN]
+
+            idle = min(held, key=seen)  # the longest without an event
+            if seen(idle) > now - IDLE:
                 return OTHER
             del held[idle]
-        held[version] = self._now
+            row = self._days.pop((day, app, idle), None)  # out of the way of its next event: no place
+            if row is not None:
+                self._gave_up.append(((day, app, idle), row))
+        held[version] = now
         return version
 
     def _example(self, key: tuple[int, str, str], gate: str, event_id: str) -> None:
@@ -230,14 +243,24 @@ class VersionCounts(KeptAsRows):
 
     def take(self) -> tuple[dict[DayKey, dict[str, Any]], dict[QueryKey, dict[str, Any]]]:
         """The rows added since the last call: ({(day, app, version): row}, {(day, app, version, query): row})."""
-        days = {(self._day(d), app, v): _row(found, self._examples.get((d, app, v)))
-                for (d, app, v), found in self._days.items()}
+        for (d, app, v), found in self._days.items():  # each place's last event, for `_learned`
+            held = self._versions.get(d, _NO_APPS).get(app)
+            if held is not None and v in held:
+                held[v] = found[_SEEN]
+        days: dict[DayKey, dict[str, Any]] = {}
+        for (d, app, v), found in [*self._gave_up, *self._days.items()]:
+            row = _row(found, self._examples.get((d, app, v)))
+            key = (self._day(d), app, v)
+            if key in days:  # a version that gave its place up and took one again: its rows add up
+                add_row(days[key], row, self.config.examples)
+            else:
+                days[key] = row
         queries = {}
         for (d, app, v, q), found in self._queries.items():
             row = _row(found, None)
             row["query_type"], row["language"] = self._labels[(d, app, v, q)]
             queries[(self._day(d), app, v, q)] = row
-        self._days, self._queries, self._examples, self._labels = {}, {}, {}, {}
+        self._days, self._queries, self._examples, self._labels, self._gave_up = {}, {}, {}, {}, []
         return days, queries
 
     def outbox(self) -> HeldRows:
