@@ -210,10 +210,14 @@ def sums(config: CoreConfig, states: Iterable[PartitionState], now: float) -> di
 
 
 def recent(config: CoreConfig, states: Iterable[PartitionState]) -> Tally:
-    """What each partition counted in its last `pipeline_version_idle_seconds` of event time (up to its
-    watermark), summed: the pipeline versions with events there have not stopped (`Exposition.snapshot`)."""
-    seconds = config.pipeline_version_idle_seconds
-    return total(s.windows.window(seconds, s.windows.watermark) for s in states if s.windows.watermark is not None)
+    """What the partitions counted in the last `pipeline_version_idle_seconds` of event time up to the
+    newest watermark among them, summed: the pipeline versions with events there have not stopped
+    (`Exposition.snapshot`). The newest, so that a partition without traffic keeps no version going."""
+    states = list(states)
+    newest = max((s.windows.watermark for s in states if s.windows.watermark is not None), default=None)
+    if newest is None:
+        return {}
+    return total(s.windows.window(config.pipeline_version_idle_seconds, newest) for s in states)
 
 
 def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
