@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -61,3 +62,60 @@ def test_a_trec_run_read_line_by_line_keeps_only_the_judged_queries():
 def test_a_json_run_read_line_by_line_is_read_whole():
     text = facts_run({"q1": {"results": ["d1", {"doc": "d2", "stale": True}]}})
     assert read_run(iter(text.splitlines(keepends=True)), True, {"q1"}) == parse_any_run(text, True)
+
+
+def test_a_json_run_read_query_by_query_keeps_the_judged_queries_and_the_facts_the_gates_read():
+    from agent.core.compare.queries import flagged
+
+    queries = {"q1": {"results": ["d1", {"doc": "d2", "stale": True}], "latency_ms": 3},
+               "q2": {"results": ["d1", {"doc": "d2", "authorized": False}, {"doc": "d3", "stale": False}]},
+               "q3": {"results": ["d4"], "latency_ms": 5}}
+    whole = parse_any_run(facts_run(queries), True)
+    for text in (facts_run(queries), json.dumps({"queries": queries, "format": "ragdrift.run.v1"}, indent=1)):
+        run = read_run(iter(text.splitlines(keepends=True)), True, {"q1"})
+        assert run.ranking == {"q1": ["d1", "d2"]} and run.unjudged == {"q2", "q3"} and run.latency_ms == {"q1": 3.0}
+        # q2, not judged, keeps its facts and the ids of the results flagged; q3 states none
+        assert run.served == {"q1": whole.served["q1"],
+                              "q2": [Served("", None), Served("d2", True), Served("", None, False)]}
+        for fact in ("unauthorized", "stale"):
+            assert flagged(run, 2, fact) == {q: docs for q, docs in flagged(whole, 2, fact).items() if q != "q3"}
+    plain = '{"q1": ["d1", "a\\nb"],\n "q2": ["d9", "d9"]}'
+    assert read_run(iter([plain]), False, {"q1"}) == Run({"q1": ["d1", "a\nb"]}, unjudged=frozenset({"q2"}))
+
+
+def test_a_json_run_read_query_by_query_fails_as_it_would_read_whole():
+    """A JSON error anywhere comes before a problem of a query, as when the run was read whole,
+    with the same message at the same line; then a facts run's problems in their order."""
+    from agent.core.judgments.untrusted import loads
+
+    base = facts_run({"q1": {"results": ["d1", {"doc": "d2", "stale": True}], "latency_ms": 3.5},
+                      "q2": {"results": [], "principal_groups": ["eng"]}}, config="c").replace(", ", ",\n ")
+    rng = random.Random(7)
+    tokens = [*'{}[]:,"\\ t1.-\n', "NaN", "1e999", '"q1"', '"doc": 1', '"results": 2', '"format": 3']
+    checked = 0
+    for _ in range(3000):
+        text = list(base)
+        for _ in range(rng.randrange(1, 4)):
+            at = rng.randrange(len(text))
+            text[at:at + rng.randrange(2)] = rng.choice(tokens)
+        text = "".join(text)
+        if not text.lstrip().startswith("{"):
+            continue  # a TREC run
+        try:
+            loads(text)
+            continue
+        except json.JSONDecodeError as exc:
+            expected = f"line {exc.lineno}: not JSON: {exc.msg}"
+        except ValueError as exc:
+            expected = str(exc)
+        with pytest.raises(FormatError) as found:
+            read_run(iter(text.splitlines(keepends=True)), True, {"q1"})
+        assert str(found.value) == expected, text
+        checked += 1
+    assert checked > 1000
+    late = '{"format": "ragdrift.run.v1", "queries": {"q": {"results": 1}},\n "config": NaN}'
+    with pytest.raises(FormatError, match=r"^NaN is not a finite number$"):
+        read_run(iter([late]), True, {"q"})
+    first = '{"queries": {"q": {"results": 1}}, "config": 2, "format": "ragdrift.run.v1", "x": 1}'
+    with pytest.raises(FormatError, match=r"^the run: unknown key 'x'"):
+        read_run(iter([first]), True, {"q"})

@@ -23,6 +23,7 @@ import json
 import math
 from array import array
 from collections.abc import Container, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, cast, overload
 
 from agent.core.judgments.untrusted import first_repeat, integer, loads, shown
@@ -41,7 +42,7 @@ class FormatError(ValueError):
 
 def parse_qrels(text: str) -> dict[str, dict[str, float]]:
     text = text.removeprefix("\ufeff")
-    if _is_json(text):
+    if is_json(text):
         data = _json(text)
         if not all(isinstance(docs, dict) for docs in data.values()):
             raise FormatError(None, "qrels JSON must map each query to {doc: grade}")
@@ -69,19 +70,15 @@ def parse_qrels(text: str) -> dict[str, dict[str, float]]:
     return qrels
 
 
-def parse_run(text: str, reject_duplicates: bool) -> dict[str, Sequence[str]]:
-    text = text.removeprefix("\ufeff")
-    if _is_json(text):
-        data = _json(text)
-        for query, ranked in data.items():
-            if not isinstance(ranked, list) or not all(isinstance(doc, str) for doc in ranked):
-                raise FormatError(None, f"query {shown(query)}: a run maps each query to a list of doc ids")
-            if reject_duplicates:
-                repeated = first_repeat(ranked)
-                if repeated is not None:
-                    raise FormatError(None, f"query {shown(query)}: duplicate doc id {shown(repeated)}")
-        return data
-    return trec_run(text.splitlines(), reject_duplicates)[0]
+def ranked(query: str, value: object, reject_duplicates: bool) -> Ranking:
+    """A plain JSON run's ranking of `query`, from the query's value."""
+    if not isinstance(value, list) or not all(isinstance(doc, str) for doc in value):
+        raise FormatError(None, f"query {shown(query)}: a run maps each query to a list of doc ids")
+    if reject_duplicates:
+        repeated = first_repeat(value)
+        if repeated is not None:
+            raise FormatError(None, f"query {shown(query)}: duplicate doc id {shown(repeated)}")
+    return Ranking(value)
 
 
 def trec_run(lines: Iterable[str], reject_duplicates: bool,
@@ -110,18 +107,22 @@ def trec_run(lines: Iterable[str], reject_duplicates: bool,
 
 
 class Ranking(Sequence[str]):
-    """A query's doc ids in rank order, held as one text (an id holds no blank), not an object each."""
+    """A query's doc ids in rank order, held as one text, not an object each (as a tuple
+    when an id holds a line break, as a JSON id may)."""
 
     __slots__ = ("_ids", "_count")
 
     def __init__(self, ids: Sequence[str]) -> None:
-        self._ids = "\n".join(ids)
+        joined = "\n".join(ids)
         self._count = len(ids)
+        self._ids = joined if joined.count("\n") == max(self._count - 1, 0) else tuple(ids)
 
     def __len__(self) -> int:
         return self._count
 
     def __iter__(self) -> Iterator[str]:
+        if isinstance(self._ids, tuple):
+            return iter(self._ids)
         return iter(self._ids.split("\n") if self._count else ())
 
     @overload
@@ -191,15 +192,24 @@ def _score(text: str, n: int) -> float:
     return value
 
 
-def _is_json(text: str) -> bool:
+def is_json(text: str) -> bool:
     return text.lstrip().startswith("{")
 
 
 def _json(text: str) -> dict[str, Any]:
-    try:
+    with json_errors():
         return cast("dict[str, Any]", loads(text))  # a document that starts with "{"
+
+
+@contextmanager
+def json_errors() -> Iterator[None]:
+    """Strict JSON's errors as a `FormatError`: a syntax error with its line."""
+    try:
+        yield
     except json.JSONDecodeError as exc:
         raise FormatError(exc.lineno, f"not JSON: {exc.msg}") from None
+    except FormatError:
+        raise
     except ValueError as exc:  # a repeated key, a non-finite number
         raise FormatError(None, str(exc)) from None
 

@@ -7,7 +7,8 @@ holds, silently. Here each of those is a `ValueError` naming the key or the
 number, and a syntax error stays a `json.JSONDecodeError` with its line. So
 is nesting deeper than the parser recurses (about 1000 levels): `TooDeep`,
 at the line where the document passes that depth, never a RecursionError.
-Every JSON a command reads from a file or a server goes through `loads`.
+Every JSON a command reads from a file or a server goes through `loads`
+(a large run through `walk`, one member at a time, with the same errors).
 An integer is 1-18 ASCII digits (`int` and `str.isdigit` also take "²" and
 other scripts' digits, and `int` fails on thousands of them). A value in a
 message is `shown`: as it is only when it is a short token, so that a text
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
 _T = TypeVar("_T")
@@ -40,6 +41,57 @@ def loads(text: str) -> Any:
         return _DECODER.decode(text)
     except RecursionError:
         raise _too_deep(text) from None
+
+
+def value(text: str, pos: int) -> tuple[Any, int]:
+    """The JSON value at `pos` and where it ends, read as `loads` reads it."""
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        raise _too_deep(text) from None
+
+
+def walk(text: str, member: Callable[[str, int], int], pos: int | None = None) -> int:
+    """Read the JSON object at `pos` (its `{`; None: the whole text, blanks around it) one
+    member at a time, so that a large document is never held as objects: `member(key, at)`
+    reads the value at `at` (with `value`, or by walking it) and returns where it ends. Its
+    errors are those `loads` raises, at the same places. Returns where the object ends."""
+    whole = pos is None
+    pos = _blanks(text, 0) if pos is None else pos
+    if not text.startswith("{", pos):
+        raise json.JSONDecodeError("Expecting value", text, pos)
+    seen: set[str] = set()
+    repeat: str | None = None
+    pos = _blanks(text, pos + 1)
+    more = not text.startswith("}", pos)
+    while more:
+        if not text.startswith('"', pos):
+            raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, pos)
+        key, pos = value(text, pos)  # a string
+        pos = _blanks(text, pos)
+        if not text.startswith(":", pos):
+            raise json.JSONDecodeError("Expecting ':' delimiter", text, pos)
+        if key in seen and repeat is None:
+            repeat = key
+        seen.add(key)
+        pos = _blanks(text, member(key, _blanks(text, pos + 1)))
+        more = text.startswith(",", pos)
+        if not more and not text.startswith("}", pos):
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
+        pos = _blanks(text, pos + 1) if more else pos
+    if repeat is not None:
+        raise ValueError(f"key {shown(repeat)} appears twice in one object")
+    end = _blanks(text, pos + 1)
+    if whole and end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return pos + 1
+
+
+def _blanks(text: str, pos: int) -> int:
+    """Where the blanks JSON takes between tokens, from `pos`, end."""
+    while text.startswith((" ", "\t", "\n", "\r"), pos):
+        pos += 1
+    return pos
 
 
 def _too_deep(text: str) -> TooDeep:
