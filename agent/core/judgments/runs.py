@@ -13,7 +13,6 @@ so a misspelt `stael` cannot pass a leak or a stale result as clean.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from agent.core.judgments.formats import FormatError, Ranking, is_json, json_err
 from agent.core.judgments.untrusted import first_repeat, shown, value, walk
 
 FORMAT = "ragdrift.run.v1"
+_CHUNK = 1 << 20  # characters of a JSON run's lines joined at a time
 _TOP = {"format", "config", "corpus", "queries"}
 _QUERY = {"results", "principal_groups", "latency_ms"}
 _RESULT = {"doc", "authorized", "acl", "stale"}
@@ -109,12 +109,22 @@ def read_run(lines: Iterable[str], reject_duplicates: bool, judged: Container[st
 
 def _text(head: list[str], lines: Iterator[str]) -> str:
     """The lines after `head` joined to it, which is emptied (a first line may be the whole
-    run). Not `"".join`, which would first hold every line as an object of its own."""
-    buffer = io.StringIO()
-    buffer.writelines(head)
+    run). Joined a megabyte at a time: one `"".join` of them all would first hold every line
+    as an object of its own."""
+    chunks: list[str] = []
+    pending = head[:]
     head.clear()
-    buffer.writelines(lines)
-    return buffer.getvalue()
+    size = sum(map(len, pending))
+    for line in lines:
+        pending.append(line)
+        size += len(line)
+        if size >= _CHUNK:
+            chunks.append("".join(pending))
+            pending.clear()
+            size = 0
+    chunks.append("".join(pending))
+    pending.clear()
+    return chunks[0] if len(chunks) == 1 else "".join(chunks)
 
 
 def parse_any_run(text: str, reject_duplicates: bool) -> Run:
