@@ -22,6 +22,7 @@ from opentelemetry.trace import Tracer
 
 from agent.core import partitions
 from agent.core.partitions import NO_OFFSET, Owned
+from agent.core.snapshot import NEWER_RELEASE
 from agent.core.state import NewerState, PartitionState, StateError
 from agent.io.features import Feature
 from agent.io.kafka import broker
@@ -163,7 +164,7 @@ class Ownership:
                 try:
                     self.owned[tp] = self._restore(tp, stored)
                 except NewerState as exc:
-                    self.unreadable[tp] = "newer_release"
+                    self.unreadable[tp] = NEWER_RELEASE
                     self.consumer.pause(tp)
                     log.error("checkpoint written by a newer release; partition paused and left as stored "
                               "for a replica of that release", extra={"topic": tp.topic, "partition": tp.partition,

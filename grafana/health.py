@@ -50,10 +50,13 @@ def build(rules: Rules):
                 [Q(f"count by (version, python) (ragdrift_build_info{{{I}}})", table=True)], width=8, height=4),
         b.timeseries("Up", "1 when Prometheus scraped the replica, 0 when the scrape failed.", "none",
                      [Q(f"up{{{job}}}", "{{instance}}")], max_val=1, width=8),
-        b.timeseries("Partitions", "Partitions each replica owns, and partitions started afresh (topic recreated, "
-                     "log lost or state unreadable) per step.", "short", [
+        b.timeseries("Partitions", "Partitions each replica owns; those it leaves unread (a checkpoint of a newer "
+                     "release); and per step, partitions started afresh (topic recreated or log lost) and damaged "
+                     "checkpoints set aside.", "short", [
                          Q(f"ragdrift_assigned_partitions{{{I}}}", "{{instance}} assigned"),
+                         Q(f"sum by (instance) (ragdrift_unreadable_partitions{{{I}}})", "{{instance}} unreadable"),
                          Q(f"increase(ragdrift_offset_resets_total{{{I}}}[{R}])", "{{instance}} offset resets"),
+                         Q(f"increase(ragdrift_checkpoints_set_aside_total{{{I}}}[{R}])", "{{instance}} set aside"),
                      ], width=8),
         b.timeseries("Uptime", "Time since each replica's process started.", "s",
                      [Q(f"time() - process_start_time_seconds{{{job}}}", "{{instance}}")], width=8),

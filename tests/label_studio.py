@@ -12,8 +12,8 @@ settings it sets (Sentry error reports and usage analytics off) and no other
 directory (``LABEL_STUDIO_BASE_DATA_DIR`` in its temp dir) and one user whose
 legacy API token is set with ``--user-token`` and enabled for its
 organization with ``--enable-legacy-api-token`` (since 1.17 legacy tokens are
-off by default per organization). Unless ``as_written``, it also listens on
-loopback only, skips the version check and refuses sign-ups.
+off by default per organization). Nothing else: every test that uses the
+server shows the README's command works as written.
 
     from tests.label_studio import LabelStudioServer
     with LabelStudioServer() as server:
@@ -104,10 +104,9 @@ class LabelStudioServer(ChildProcess):
     name = "label-studio"
     start_timeout = 120.0  # ~20-30 s on two cores: migrations run on every fresh data dir
 
-    def __init__(self, binary: str | None = None, port: int | None = None, as_written: bool = False) -> None:
+    def __init__(self, binary: str | None = None, port: int | None = None) -> None:
         self.binary = binary or label_studio_bin()  # before the temp dir exists
         super().__init__()
-        self.as_written = as_written
         self.port = port or free_port()
         self.username = "judge@ragdrift.test"
         self.password = secrets.token_hex(16)  # never a leading "-", which argparse would take for an option
@@ -123,15 +122,13 @@ class LabelStudioServer(ChildProcess):
         for option, value in (("--port", str(self.port)), ("--username", self.username),
                               ("--password", self.password), ("--user-token", self.token)):
             words[words.index(option) + 1] = value
-        return words if self.as_written else [*words, "--internal-host", "127.0.0.1"]
+        return words
 
     def env(self) -> dict[str, str]:
         # Label Studio reads LABEL_STUDIO_X, then HEARTEX_X, then X: the caller's own go, the README's are read first
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "HEARTEX_"))}
         env.update(readme_command()[0])
         env["LABEL_STUDIO_BASE_DATA_DIR"] = str(self.tmpdir / "data")
-        if not self.as_written:
-            env.update({"LABEL_STUDIO_LATEST_VERSION_CHECK": "false", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true"})
         return env
 
     def ready(self) -> bool:
@@ -157,11 +154,11 @@ class LabelStudioServer(ChildProcess):
         return LabelStudio(self.url, self.token)
 
 
-def started(as_written: bool = False) -> LabelStudioServer:
+def started() -> LabelStudioServer:
     """A started ``LabelStudioServer``; when it cannot start, the test fails in CI and skips elsewhere."""
     server, reason, missing = None, None, None
     try:
-        server = LabelStudioServer(as_written=as_written).start()
+        server = LabelStudioServer().start()
     except ServiceError as exc:
         reason, missing = str(exc), MISSING if isinstance(exc, LabelStudioMissing) else None
     if server is None:  # outside the except block: no chained traceback in the report

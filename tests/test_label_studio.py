@@ -13,6 +13,7 @@ import threading
 import traceback
 import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 
 import pytest
 
@@ -29,7 +30,7 @@ from agent.io.label_studio.client import (
 )
 from agent.io.label_studio.guide import GRADE_MEANINGS, TAG_MEANINGS
 from tests.hostile_http import HostileServer
-from tests.label_studio import LabelStudioServer, installed, readme_command, started
+from tests.label_studio import LabelStudioServer, installed, readme_command
 from tests.services import http_get
 
 ITEMS = [
@@ -308,14 +309,18 @@ server = pytest.mark.label_studio  # `-m "not label_studio"` deselects these
 
 
 @server
-def test_the_readmes_label_studio_command_starts_as_written():
-    """The README's command and settings, with nothing of the tests' own but the port, the credentials and a fresh
-    data directory (the caller's LABEL_STUDIO_* variables are dropped): up on /health, the token accepted."""
-    as_written = started(as_written=True)
-    try:
-        assert b'"UP"' in http_get(as_written.url + "/health")
-    finally:
-        as_written.stop()
+def test_the_readmes_label_studio_command_starts_as_written(label_studio):
+    """The server every test uses runs the README's command and settings, with nothing of the tests' own but the
+    port, the credentials and a fresh data directory (the caller's LABEL_STUDIO_* variables are dropped): up on
+    /health, the token accepted."""
+    settings, words = readme_command()
+    ours = {"--port": str(label_studio.port), "--username": label_studio.username,
+            "--password": label_studio.password, "--user-token": label_studio.token}
+    expected = [label_studio.binary, *(ours.get(before, word) for before, word in pairwise(words))]
+    assert label_studio.command() == expected
+    assert label_studio.env() == {**{k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "HEARTEX_"))},
+                                  **settings, "LABEL_STUDIO_BASE_DATA_DIR": str(label_studio.tmpdir / "data")}
+    assert b'"UP"' in http_get(label_studio.url + "/health")
 
 
 # Reading Label Studio's settings runs its Sentry set-up, as its server does at start.

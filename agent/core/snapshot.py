@@ -74,6 +74,10 @@ CALIBRATION_STATUS = Gauge("calibration_status", ("app", "window", "status"),
                            "too_few_labels, error_too_high, pipeline_changed or none.")
 GAUGES = (ZERO_RATIO, NEW_TERM_RATIO, SOURCE_HHI, TOP_SOURCE, CITATION_RATIO, ESTIMATED_PRECISION, CALIBRATION_STATUS)
 
+# Why a replica leaves an assigned partition unread: its checkpoint was written by a newer release.
+NEWER_RELEASE = "newer_release"
+UNREADABLE = (NEWER_RELEASE,)
+
 
 @dataclass(frozen=True)
 class Health:
@@ -86,7 +90,7 @@ class Health:
     checkpoints: dict[str, int] = field(default_factory=dict)
     resets: int = 0  # partitions started afresh (log recreated)
     set_aside: int = 0  # damaged checkpoints set aside, their partitions started afresh
-    unreadable: dict[tuple[str, int], str] = field(default_factory=dict)  # paused partitions: why they are not read
+    unreadable: dict[tuple[str, int], str] = field(default_factory=dict)  # paused partitions: why, of UNREADABLE
     last_contact: float | None = None  # epoch s of Kafka's last answer
     unreachable_since: float | None = None  # set while Kafka does not answer
     paused: bool = False  # consumption paused while checkpoints keep failing

@@ -27,7 +27,7 @@ from agent.core.config import CoreConfig
 from agent.core.families import FAMILIES
 from agent.core.labels import OTHER
 from agent.core.reasons import REASONS
-from agent.core.snapshot import GAUGES, Health, Snapshot
+from agent.core.snapshot import GAUGES, UNREADABLE, Health, Snapshot
 from agent.core.tally import Counter, Histogram, Tally
 from agent.core.zero_results import RETRIEVALS
 
@@ -184,11 +184,11 @@ class HealthCollector:
                                     "Damaged checkpoints kept aside in the store, their partitions started afresh.")
         aside.add_metric([], health.set_aside)
         yield aside
-        unreadable = GaugeMetricFamily(f"{PREFIX}partition_unreadable",
-                                       "1 for each assigned partition left paused because this release cannot read "
-                                       "its checkpoint (reason newer_release).", labels=["topic", "partition", "reason"])
-        for (topic, partition), reason in sorted(health.unreadable.items()):
-            unreadable.add_metric([topic, str(partition), reason], 1)
+        unreadable = GaugeMetricFamily(f"{PREFIX}unreadable_partitions",
+                                       "Assigned partitions left paused and untouched because this release cannot read "
+                                       "their checkpoint, by reason.", labels=["reason"])
+        for reason in UNREADABLE:
+            unreadable.add_metric([reason], sum(1 for r in health.unreadable.values() if r == reason))
         yield unreadable
         checkpoints = CounterMetricFamily(f"{PREFIX}checkpoints", "Checkpoint transactions by outcome.",
                                           labels=["outcome"])
