@@ -24,7 +24,7 @@ import math
 from array import array
 from collections.abc import Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 from agent.core.judgments.untrusted import first_repeat, integer, loads, shown
 
@@ -106,7 +106,27 @@ def trec_run(lines: Iterable[str], reject_duplicates: bool,
     return {query: ranked.ranking() for query, ranked in kept.items()}, frozenset(others)
 
 
-class Ranking(Sequence[str]):
+T = TypeVar("T")
+
+
+class Packed(Sequence[T]):
+    """A sequence held packed rather than as an object per item: equal to any sequence of
+    the same items, as the list or tuple it stands for is."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+class Ranking(Packed[str]):
     """A query's doc ids in rank order, held as one text, not an object each (as a tuple
     when an id holds a line break, as a JSON id may)."""
 
@@ -131,16 +151,6 @@ class Ranking(Sequence[str]):
     def __getitem__(self, index: slice) -> list[str]: ...
     def __getitem__(self, index: int | slice) -> str | list[str]:
         return list(self)[index]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(list(self))
 
 
 class _Ranked:

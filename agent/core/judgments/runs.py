@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import overload
 
-from agent.core.judgments.formats import FormatError, Ranking, is_json, json_errors, ranked, trec_run
+from agent.core.judgments.formats import FormatError, Packed, Ranking, is_json, json_errors, ranked, trec_run
 from agent.core.judgments.untrusted import first_repeat, shown, value, walk
 
 FORMAT = "ragdrift.run.v1"
@@ -39,7 +39,7 @@ class Served:
     stale: bool | None = None
 
 
-class Facts(Sequence[Served]):
+class Facts(Packed[Served]):
     """A query's results and their facts, held as its ranking and a byte each, not an object each."""
 
     __slots__ = ("_docs", "_codes")
@@ -61,16 +61,6 @@ class Facts(Sequence[Served]):
         if isinstance(index, slice):
             return list(map(_served_as, list(self._docs)[index], self._codes[index]))
         return _served_as(self._docs[index], self._codes[index])
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(list(self))
 
 
 def _served_as(doc: str, code: int) -> Served:
