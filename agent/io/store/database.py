@@ -71,6 +71,26 @@ def _partition_key() -> list[Column]:
     ]
 
 
+def _checkpoint() -> list[Column]:
+    """A checkpoint row's columns beside its key (new objects per table)."""
+    return [
+        Column("next_offset", BigInteger, nullable=False),
+        Column("state", LargeBinary, nullable=False),
+        Column("updated_at", Float, nullable=False),
+        Column("topic_id", String(64), nullable=True),
+    ]
+
+
+def _bucket() -> list[Column]:
+    """A sealed bucket's columns beside its partition's key."""
+    return [Column("bucket", BigInteger, primary_key=True), Column("tally", LargeBinary, nullable=False)]
+
+
+def _set_aside() -> list[Column]:
+    """When a damaged checkpoint was set aside: part of its copies' key."""
+    return [Column("set_aside_at", Float, primary_key=True)]
+
+
 def _of(table: Table, group_id: str, topic: str, partition: int) -> tuple:
     """WHERE clauses selecting one partition's rows of `table`."""
     c = table.c
@@ -137,43 +157,14 @@ class Store:
                  opening: Opening = Opening.CREATE):
         self.url = url
         self.metadata = MetaData(schema=schema)
-        self.checkpoints = Table(
-            "ragdrift_checkpoints",
-            self.metadata,
-            *_partition_key(),
-            Column("next_offset", BigInteger, nullable=False),
-            Column("state", LargeBinary, nullable=False),
-            Column("updated_at", Float, nullable=False),
-            Column("topic_id", String(64), nullable=True),
-        )
-        self.buckets = Table(
-            "ragdrift_buckets",
-            self.metadata,
-            *_partition_key(),
-            Column("bucket", BigInteger, primary_key=True),
-            Column("tally", LargeBinary, nullable=False),
-        )
+        self.checkpoints = Table("ragdrift_checkpoints", self.metadata, *_partition_key(), *_checkpoint())
+        self.buckets = Table("ragdrift_buckets", self.metadata, *_partition_key(), *_bucket())
         # Checkpoints this release found damaged, kept with their buckets rather than deleted
         # (`set_aside`): a person, or a later release, may still read them.
-        self.set_aside_states = Table(
-            "ragdrift_set_aside",
-            self.metadata,
-            *_partition_key(),
-            Column("set_aside_at", Float, primary_key=True),
-            Column("reason", String(255), nullable=False),
-            Column("next_offset", BigInteger, nullable=False),
-            Column("state", LargeBinary, nullable=False),
-            Column("updated_at", Float, nullable=False),
-            Column("topic_id", String(64), nullable=True),
-        )
-        self.set_aside_buckets = Table(
-            "ragdrift_set_aside_buckets",
-            self.metadata,
-            *_partition_key(),
-            Column("set_aside_at", Float, primary_key=True),
-            Column("bucket", BigInteger, primary_key=True),
-            Column("tally", LargeBinary, nullable=False),
-        )
+        self.set_aside_states = Table("ragdrift_set_aside", self.metadata, *_partition_key(), *_set_aside(),
+                                      Column("reason", String(255), nullable=False), *_checkpoint())
+        self.set_aside_buckets = Table("ragdrift_set_aside_buckets", self.metadata, *_partition_key(),
+                                       *_set_aside(), *_bucket())
         self.joined_tables = [define(self.metadata) for define in tables]
         try:
             self._parsed = make_url(url)
