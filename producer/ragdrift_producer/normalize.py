@@ -1,0 +1,46 @@
+"""The one normalisation every producer shares.
+
+The agent matches hashes, never text: query mix and new terms key on
+`query.id` and `query.terms`, authorization intersects hashed groups with
+hashed ACL entries. Two producers that normalise differently break all three
+silently, so the rule is fixed here and in the test vectors
+(`producer/hashing-vectors.json`):
+
+1. Unicode NFKC, then full case folding;
+2. every run of whitespace becomes one space, and the ends are trimmed.
+
+Terms are the maximal runs of letters, marks and numbers (general categories
+L, M and N, as listed in `_letters.py`) in the normalised text, in order,
+repeats kept (the agent counts term occurrences).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from ragdrift_producer._letters import RANGES
+
+_SPACE = re.compile(r"\s+")
+
+
+def _term_pattern() -> re.Pattern[str]:
+    parts = []
+    for item in RANGES.split():
+        first, _, last = item.partition("-")
+        lo = re.escape(chr(int(first, 16)))
+        parts.append(f"{lo}-{re.escape(chr(int(last, 16)))}" if last else lo)
+    return re.compile(f"[{''.join(parts)}]+")
+
+
+_TERM = _term_pattern()
+
+
+def normalize(text: str) -> str:
+    """The normalised form of a query, group or ACL entry."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def terms(normalized: str) -> list[str]:
+    """The terms of an already normalised text."""
+    return _TERM.findall(normalized)

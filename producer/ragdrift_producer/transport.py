@@ -1,0 +1,169 @@
+"""Getting events to Kafka without ever holding up the app.
+
+The calling thread only appends the encoded event to a queue. One thread of
+the library's own takes events from it and hands them to a kafka-python
+producer. The queue and the events handed over but not yet acknowledged share
+one bound, in events and in bytes (kafka-python 3 has no memory bound of its
+own), so memory stays bounded however long the broker is away. When the
+bound is reached the newest event is dropped and counted; the app never
+waits and never sees an exception.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Mapping
+from typing import Any
+
+log = logging.getLogger("ragdrift_producer")
+
+# kafka-python settings the library sets unless the app gives its own.
+DEFAULTS: Mapping[str, Any] = {
+    "linger_ms": 20,
+    "max_block_ms": 5000,  # a send waits this long for metadata, on the library's thread only
+    "bootstrap_timeout_ms": 5000,
+    "client_id": "ragdrift-producer",
+}
+RETRY_SECONDS = (0.5, 1, 2, 5, 10, 30)
+
+
+class Counts:
+    """What happened to the events: thread-safe, read by `snapshot`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent = 0
+        self.failed = 0
+        self.dropped: Counter[str] = Counter()
+        self.adjusted: Counter[str] = Counter()
+
+    def drop(self, reason: str) -> None:
+        with self.lock:
+            self.dropped[reason] += 1
+
+    def adjust(self, rule: str) -> None:
+        with self.lock:
+            self.adjusted[rule] += 1
+
+
+class Sender:
+    """A bounded queue drained into kafka-python by one background thread."""
+
+    def __init__(self, topic: str, kafka: Mapping[str, Any], *, max_events: int, max_bytes: int,
+                 counts: Counts) -> None:
+        self.topic = topic
+        self.kafka = {**DEFAULTS, **kafka}
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.counts = counts
+        self._queue: deque[bytes] = deque()
+        self._held_events = 0  # queued or in flight
+        self._held_bytes = 0
+        self._lock = threading.Condition(threading.Lock())
+        self._closing = False
+        self._deadline = float("inf")
+        self._connected = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ragdrift-producer", daemon=True)
+        self._thread.start()
+
+    def put(self, value: bytes) -> str | None:
+        """Queue one encoded event; the reason it was dropped, or None."""
+        size = len(value)
+        with self._lock:
+            if self._closing:
+                reason = "closed"
+            elif self._held_events >= self.max_events or self._held_bytes + size > self.max_bytes:
+                reason = "queue_full"
+            else:
+                self._queue.append(value)
+                self._held_events += 1
+                self._held_bytes += size
+                self._lock.notify()
+                return None
+        self.counts.drop(reason)
+        return reason
+
+    def held(self) -> tuple[int, int]:
+        """Events and bytes queued or in flight."""
+        with self._lock:
+            return self._held_events, self._held_bytes
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def close(self, timeout: float) -> None:
+        """Send what is queued within `timeout` seconds; what is left is dropped as `closed`."""
+        with self._lock:
+            self._closing = True
+            self._deadline = time.monotonic() + max(timeout, 0.0)
+            self._lock.notify()
+        self._thread.join(max(timeout, 0.0) + 1.0)
+        with self._lock:
+            left = len(self._queue)
+            self._queue.clear()
+        if left:
+            with self.counts.lock:
+                self.counts.dropped["closed"] += left
+
+    # -- the library's thread -------------------------------------------------------
+
+    def _run(self) -> None:
+        producer = self._connect()
+        if producer is None:
+            return
+        self._connected.set()
+        while True:
+            with self._lock:
+                while not self._queue and not self._closing:
+                    self._lock.wait()
+                if not self._queue:
+                    break
+                value = self._queue.popleft()
+            self._send(producer, value)
+        remaining = max(self._deadline - time.monotonic(), 0.0)
+        try:
+            producer.flush(timeout=remaining)
+        except Exception:  # noqa: BLE001 - the deadline passed: what is unsent fails below
+            pass
+        producer.close(timeout=max(self._deadline - time.monotonic(), 0.0))
+
+    def _connect(self):
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        for attempt in itertools.count():
+            try:
+                return KafkaProducer(**self.kafka)
+            except KafkaError as exc:
+                log.warning("ragdrift producer: Kafka is unreachable (%s); events are dropped while it is",
+                            type(exc).__name__)
+            wait = RETRY_SECONDS[min(attempt, len(RETRY_SECONDS) - 1)]
+            with self._lock:
+                if self._lock.wait_for(lambda: self._closing, timeout=wait):
+                    return None
+        raise AssertionError("unreachable")
+
+    def _send(self, producer, value: bytes) -> None:
+        size = len(value)
+        try:
+            future = producer.send(self.topic, value=value)
+        except Exception:  # noqa: BLE001 - any refusal (metadata timeout, too large) is a failed event
+            self._settled(size, ok=False)
+            return
+        future.add_callback(lambda _meta: self._settled(size, ok=True))
+        future.add_errback(lambda _exc: self._settled(size, ok=False))
+
+    def _settled(self, size: int, *, ok: bool) -> None:
+        with self._lock:
+            self._held_events -= 1
+            self._held_bytes -= size
+        with self.counts.lock:
+            if ok:
+                self.counts.sent += 1
+            else:
+                self.counts.failed += 1
