@@ -10,10 +10,10 @@ AGENT_CONSTRAINTS := constraints/agent.txt
 
 .PHONY: demo test tools bench bench-peers bench-whylogs lint clean chart-files
 
-$(STAMP): pyproject.toml $(AGENT_CONSTRAINTS)
+$(STAMP): pyproject.toml producer/pyproject.toml $(AGENT_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -c $(AGENT_CONSTRAINTS) --upgrade pip
-	$(BIN)/pip install --quiet -c $(AGENT_CONSTRAINTS) -e '.[test,demo,lint,confluent]'
+	$(BIN)/pip install --quiet -c $(AGENT_CONSTRAINTS) -e './producer[otel,prometheus]' -e '.[test,demo,lint,confluent]'
 	touch $(STAMP)
 
 demo: $(STAMP)

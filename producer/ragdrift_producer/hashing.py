@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import os
 from pathlib import Path
+from typing import NoReturn
 
 from ragdrift_producer.normalize import normalize, terms
 
@@ -80,7 +81,7 @@ class HashKey:
 
     __str__ = __repr__
 
-    def __reduce__(self):  # never pickled into a log, a queue or a crash report
+    def __reduce__(self) -> NoReturn:  # never pickled into a log, a queue or a crash report
         raise TypeError("a HashKey is not picklable")
 
 

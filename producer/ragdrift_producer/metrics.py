@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,10 +37,10 @@ class _Collector:
     def __init__(self) -> None:
         self.producers: weakref.WeakSet[Producer] = weakref.WeakSet()
 
-    def describe(self) -> list:
+    def describe(self) -> list[Any]:
         return []  # counts appear with the first producer; nothing to check up front
 
-    def collect(self):
+    def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         sent: Counter[tuple[str, ...]] = Counter()
@@ -59,7 +60,7 @@ class _Collector:
             for rule, n in stats.adjusted.items():
                 adjusted[(*labels, rule)] += n
         names = ["app", "topic"]
-        families = [
+        families: list[tuple[Any, Counter[tuple[str, ...]]]] = [
             (CounterMetricFamily("ragdrift_producer_events_sent", "Events the broker acknowledged.",
                                  labels=names), sent),
             (CounterMetricFamily("ragdrift_producer_events_failed", "Events handed to Kafka that it did not deliver.",
@@ -74,6 +75,6 @@ class _Collector:
              queued_bytes),
         ]
         for family, values in families:
-            for labels, value in sorted(values.items()):
-                family.add_metric(list(labels), value)
+            for key, value in sorted(values.items()):
+                family.add_metric(list(key), value)
             yield family

@@ -17,7 +17,10 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafka import KafkaProducer
 
 log = logging.getLogger("ragdrift_producer")
 
@@ -128,11 +131,11 @@ class Sender:
         remaining = max(self._deadline - time.monotonic(), 0.0)
         try:
             producer.flush(timeout=remaining)
-        except Exception:  # noqa: BLE001 - the deadline passed: what is unsent fails below
+        except Exception:
             pass
         producer.close(timeout=max(self._deadline - time.monotonic(), 0.0))
 
-    def _connect(self):
+    def _connect(self) -> KafkaProducer | None:
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
@@ -148,11 +151,11 @@ class Sender:
                     return None
         raise AssertionError("unreachable")
 
-    def _send(self, producer, value: bytes) -> None:
+    def _send(self, producer: KafkaProducer, value: bytes) -> None:
         size = len(value)
         try:
             future = producer.send(self.topic, value=value)
-        except Exception:  # noqa: BLE001 - any refusal (metadata timeout, too large) is a failed event
+        except Exception:
             self._settled(size, ok=False)
             return
         future.add_callback(lambda _meta: self._settled(size, ok=True))
