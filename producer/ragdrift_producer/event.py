@@ -10,7 +10,8 @@ an invented value.
 | query not a string | event dropped | dropped `invalid_query` |
 | no tenant | event dropped | dropped `missing_tenant` |
 | chunk_id, parent_id or source missing or empty | event dropped | dropped `missing_<field>` |
-| score missing, not a number, NaN or infinite | event dropped | dropped `invalid_score` |
+| score missing | event dropped | dropped `missing_score` |
+| score not a number, NaN or infinite | event dropped | dropped `invalid_score` |
 | more than 1024 groups, or ACL entries on a result | event dropped | dropped `too_many_groups` |
 | the encoded event larger than `max_event_bytes` | event dropped | dropped `too_large` |
 | more than 1000 results | the first 1000 kept | adjusted `results_truncated` |
@@ -128,6 +129,8 @@ class Builder:
 
     def _result(self, result: Result, rank: int) -> dict[str, Any]:
         score = result.score
+        if score is None:
+            raise Dropped("missing_score")
         if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
             raise Dropped("invalid_score")
         out: dict[str, Any] = {
