@@ -9,14 +9,14 @@ import sys
 import traceback
 
 from agent import __version__
-from agent.cli import baseline, compare, demo, evaluate, generate, judgments, queues, replay, run
+from agent.cli import baseline, compare, dead_letters, demo, evaluate, generate, judgments, queues, replay, run
 from agent.cli.common import UsageError
 from agent.io.secrets import scrub
 
 __all__ = ["COMMAND_GROUPS", "UsageError", "build_parser", "main"]
 
 # Each module adds its subcommands with `add_parser(commands)`; this order is the order in `--help`.
-COMMAND_GROUPS = (generate, replay, run, baseline, queues, judgments, evaluate, compare, demo)
+COMMAND_GROUPS = (generate, replay, run, dead_letters, baseline, queues, judgments, evaluate, compare, demo)
 
 
 class _Parser(argparse.ArgumentParser):
