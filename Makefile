@@ -20,11 +20,12 @@ demo: $(STAMP)
 	$(BIN)/ragdrift demo
 
 # What the tests use and no root is needed to install, under ~/.cache/ragdrift:
-# Helm (tests/test_helm.py) and Label Studio in its own venv
-# (tests/test_label_studio.py). Each installer checks its pinned version first,
+# Helm (tests/test_helm.py), Label Studio in its own venv
+# (tests/test_label_studio.py) and LangChain and Haystack in theirs
+# (tests/frameworks.py). Each installer checks its pinned version first,
 # so a second run is quick and offline. The rest (Prometheus, Alertmanager,
 # Chromium, podman, PostgreSQL) are Debian packages: .ci/run installs them as root.
-TOOLS := .ci/helm .ci/label-studio
+TOOLS := .ci/helm .ci/label-studio .ci/frameworks
 tools: $(STAMP)
 	@for tool in $(TOOLS); do \
 	  PYTHON=$(abspath $(BIN)/python) $$tool || { echo "make: $$tool failed (its output is above)" >&2; exit 1; }; \

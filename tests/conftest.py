@@ -25,9 +25,13 @@ pg_url          function: SQLAlchemy URL of a fresh PostgreSQL database
 label_studio    session: a started Label Studio (tests/label_studio.py;
                 .ci/label-studio installs it in its own venv).
 helm_bin        session: the helm binary (tests/helm.py; .ci/helm installs it).
+frameworks_python
+                session: the python of the LangChain and Haystack venv, with
+                the offline environment for its child processes (tests/frameworks.py;
+                .ci/frameworks installs it).
 
 Tests get the markers ``broker``, ``prometheus``, ``postgres``,
-``label_studio`` and ``helm`` from the fixtures they use, so
+``label_studio``, ``helm`` and ``frameworks`` from the fixtures they use, so
 ``-m "not broker"`` deselects them.
 
 A missing service FAILS the test when ``CI`` is set to true (CI must run
@@ -56,6 +60,7 @@ hypothesis_settings.load_profile("ragdrift")
 
 from agent.demo.broker import BrokerMissing  # noqa: E402
 from tests import services  # noqa: E402
+from tests.frameworks import frameworks_python_fixture  # noqa: E402, F401 - the frameworks venv's python
 from tests.label_studio import label_studio_fixture  # noqa: E402, F401 - one Label Studio for the whole session
 from tests.services import (  # noqa: E402
     Alertmanager,
@@ -210,10 +215,12 @@ _MARK_BY_FIXTURE = {
     "pg_url": "postgres",
     "label_studio": "label_studio",
     "helm_bin": "helm",
+    "frameworks_python": "frameworks",
 }
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "frameworks: needs the LangChain and Haystack venv (.ci/frameworks installs it)")
     # kafka-python 3.0.12 loads its protocol schemas with deprecated
     # importlib.resources calls (~100 warnings per client); not ours to fix.
     for text in ("read_text is deprecated", "open_text is deprecated"):

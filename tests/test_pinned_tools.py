@@ -32,7 +32,7 @@ def pins(path: Path) -> dict[str, str]:
 
 
 def test_each_constraints_file_pins_every_line_and_says_how_to_regenerate_it():
-    assert [f.name for f in FILES] == ["agent.txt", "bench-whylogs.txt", "label-studio.txt"]
+    assert [f.name for f in FILES] == ["agent.txt", "bench-whylogs.txt", "frameworks.txt", "label-studio.txt"]
     for path in FILES:
         text = path.read_text()
         assert f"#   constraints/freeze constraints/{path.name} " in text, path.name
