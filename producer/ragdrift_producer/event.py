@@ -128,18 +128,18 @@ class Builder:
         return principal
 
     def _result(self, result: Result, rank: int) -> dict[str, Any]:
-        score = result.score
-        if score is None:
-            raise Dropped("missing_score")
-        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
-            raise Dropped("invalid_score")
         out: dict[str, Any] = {
             "chunk_id": self._id(result.chunk_id, "chunk_id"),
             "parent_id": self._id(result.parent_id, "parent_id"),
             "source": self._id(result.source, "source"),
             "rank": rank,
-            "score": self._clamp(float(score), -MAX_SCORE, MAX_SCORE),
         }
+        score = result.score
+        if score is None:
+            raise Dropped("missing_score")
+        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+            raise Dropped("invalid_score")
+        out["score"] = self._clamp(float(score), -MAX_SCORE, MAX_SCORE)
         if result.rerank_score is not None:
             rerank = self._number(result.rerank_score, -MAX_SCORE, MAX_SCORE)
             if rerank is not None:

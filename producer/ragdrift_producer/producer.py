@@ -154,6 +154,12 @@ class Producer:
             self._counts.adjust("recorder_failed")
             log.warning("ragdrift producer: the recorder failed (%s)", type(exc).__name__)
 
+    def count_dropped(self, reason: str) -> None:
+        """Count an event its caller could not build (the span processor's); raises when strict."""
+        self._counts.drop(reason)
+        if self.strict:
+            raise Dropped(reason)
+
     def stats(self) -> Stats:
         events, size = self._sender.held()
         with self._counts.lock:
