@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import CorruptRecordError, KafkaError, KafkaTimeoutError
 
 from agent.core.dead_letter_summary import Letter, event_id, grouped
 from agent.core.escape import plain
@@ -55,14 +55,17 @@ def reading(settings: KafkaSettings, topic: str, timeout: float, since: float | 
     except KafkaTimeoutError:
         raise TopicError(f"no answer from the Kafka broker at {plain(settings.bootstrap_servers)} "
                          f"within {timeout:g} s") from None
-    except UnicodeDecodeError:  # kafka-python parses header names as UTF-8, and stops at one that is not
-        raise TopicError(f"topic {plain(topic)} holds a record kafka-python cannot parse "
-                         "(a header name that is not UTF-8)") from None
+    except CorruptRecordError as exc:  # e.g. a header name that is not UTF-8: kafka-python stops at it
+        raise TopicError(f"topic {plain(topic)} holds a record kafka-python cannot parse: {_one_line(exc)}") from None
     except (KafkaError, OSError) as exc:
-        raise TopicError(f"Kafka: {plain(' '.join(str(exc).split())) or type(exc).__name__}") from None
+        raise TopicError(f"Kafka: {_one_line(exc)}") from None
     finally:
         if consumer is not None:
             consumer.close(autocommit=False, timeout_ms=1000)
+
+
+def _one_line(exc: Exception) -> str:
+    return plain(" ".join(str(exc).split())) or type(exc).__name__
 
 
 def _consumer(settings: KafkaSettings, timeout: float) -> KafkaConsumer:
