@@ -8,6 +8,8 @@ silently, so the rule is fixed here and in the test vectors
 
 1. Unicode NFKC, then full case folding;
 2. every run of whitespace becomes one space, and the ends are trimmed.
+   Whitespace is what `str.isspace` says: Unicode White_Space and also
+   U+001C-U+001F, which a producer in another language must add.
 
 Terms are the maximal runs of letters, marks and numbers (general categories
 L, M and N, as listed in `_letters.py`) in the normalised text, in order,
