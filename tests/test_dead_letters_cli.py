@@ -69,11 +69,15 @@ def test_the_letters_of_a_real_agent_by_reason_with_safe_event_ids_and_no_payloa
     assert {name: r["count"] for name, r in reasons.items()} == {
         "invalid_field:results[].score": 2, "invalid_field:cutoff_k": 1, "invalid_json": 1, "pii_suspected": 1,
         "unsupported_schema": 1}
-    assert sorted(reasons["invalid_field:results[].score"]["event_ids"]) == ["bad-score-1", "bad-score-2"]
-    assert reasons["unsupported_schema"]["event_ids"] == ["old-schema-1"]
-    for withheld in ("pii_suspected", "invalid_json", "invalid_field:cutoff_k"):
-        assert reasons[withheld]["event_ids"] == []
-    assert reasons["pii_suspected"]["sources"] == [{"topic": topic, "partition": 0, "offset": 51}]
+    def examples(reason: str) -> list[tuple[str | None, int]]:
+        return [(e["event_id"], e["source"]["offset"]) for e in reasons[reason]["examples"]
+                if e["source"]["topic"] == topic and e["source"]["partition"] == 0]
+
+    assert examples("invalid_field:results[].score") == [("bad-score-1", 52), ("bad-score-2", 53)]
+    assert examples("unsupported_schema") == [("old-schema-1", 54)]
+    assert examples("invalid_json") == [(None, 50)]
+    assert examples("pii_suspected") == [(None, 51)]  # withheld: its event id is never read
+    assert examples("invalid_field:cutoff_k") == [(None, 55)]  # an event id like a phone number is not shown
     assert report["sources"] == [{"topic": topic, "partition": 0, "count": 6, "first_offset": 50, "last_offset": 55}]
     (part,) = report["partitions"]
     assert (part["count"], part["first_offset"], part["last_offset"]) == (6, 0, 5)
@@ -83,6 +87,7 @@ def test_the_letters_of_a_real_agent_by_reason_with_safe_event_ids_and_no_payloa
     shown = table.stdout.decode()
     assert f"dead letters in {dlq}: 6" in shown
     assert "invalid_field:results[].score" in shown and f"{topic}/0: 6 letters for offsets 50-55" in shown
+    assert f"e.g. bad-score-1 ({topic}/0@52)\n" in shown and f"e.g. {topic}/0@51\n" in shown
     for output in (done.stdout, done.stderr, table.stdout, table.stderr):
         for text in (marker, "jane", "pii-1", "555-123"):
             assert text.encode() not in output

@@ -107,10 +107,8 @@ def _table(report: dict) -> str:
         width = max(len(plain(r["reason"])) for r in report["reasons"])
         for r in report["reasons"]:
             lines.append(f"  {plain(r['reason']):<{width}}  {r['count']:>8}")
-            if r["event_ids"]:
-                lines.append(f"      event ids: {', '.join(map(plain, r['event_ids']))}")
-            if r["sources"]:
-                lines.append(f"      at: {', '.join(_at(s) for s in r['sources'])}")
+            if r["examples"]:
+                lines.append(f"      e.g. {', '.join(map(_example, r['examples']))}")
         lines += _others(report["other_reasons"], "reasons")
     if report["sources"] or report["without_source"]:
         lines += ["", "source offsets:"]
@@ -123,8 +121,13 @@ def _table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _at(source: dict) -> str:
-    return f"{plain(source['topic'])}/{source['partition']}@{source['offset']}"
+def _example(example: dict) -> str:
+    """`event-id (topic/partition@offset)`, or either alone."""
+    source = example["source"]
+    at = None if source is None else f"{plain(source['topic'])}/{source['partition']}@{source['offset']}"
+    if example["event_id"] is None:
+        return str(at)
+    return plain(example["event_id"]) + (f" ({at})" if at else "")
 
 
 def _others(others: dict, what: str) -> list[str]:

@@ -15,7 +15,7 @@ reading anything else of the payload: from a payload the agent forwarded
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -130,12 +130,6 @@ class _Span:
             self.last_written = written if self.last_written is None else max(self.last_written, written)
 
 
-@dataclass
-class _Examples:
-    event_ids: list[str] = field(default_factory=list)
-    sources: list[tuple[str, int, int]] = field(default_factory=list)
-
-
 class Summary:
     """The dead letters read so far, summed: `add` each, then `to_dict`."""
 
@@ -147,7 +141,7 @@ class Summary:
         self.without_source = 0
         self.kinds = Counts()
         self.reasons = Counts()
-        self.found: dict[str, _Examples] = {}
+        self.found: dict[str, list[tuple[str | None, tuple[str, int, int] | None]]] = {}  # examples by reason
         self.partitions: dict[int, _Span] = {}
         self.sources = Counts()
         self.source_spans: dict[str, _Span] = {}
@@ -169,14 +163,17 @@ class Summary:
         self.kinds.add(bounded(kind))
         reason = bounded(f"{kind}:{path}" if path else kind)
         if self.reasons.add(reason):
-            self._example(self.found.setdefault(reason, _Examples()), letter)
+            self._example(self.found.setdefault(reason, []), letter)
 
-    def _example(self, found: _Examples, letter: Letter) -> None:
-        if letter.event_id is not None and len(found.event_ids) < self.examples and letter.event_id not in found.event_ids:
-            found.event_ids.append(letter.event_id)
-        if letter.source is not None and len(found.sources) < self.examples:
-            topic, partition, offset = letter.source
-            found.sources.append((bounded(topic), partition, offset))
+    def _example(self, found: list[tuple[str | None, tuple[str, int, int] | None]], letter: Letter) -> None:
+        """The first letters of a reason, each once: a letter sent again (dead letters are at-least-once)
+        names the same source offset."""
+        if len(found) >= self.examples or (letter.event_id is None and letter.source is None):
+            return
+        source = None if letter.source is None else (bounded(letter.source[0]), *letter.source[1:])
+        example = (letter.event_id, source)
+        if example not in found:
+            found.append(example)
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as plain data (texts as read, cut to `TEXT_BOUND`; escaping is the writer's)."""
@@ -200,11 +197,12 @@ class Summary:
 
     def _reason(self, reason: str, count: int) -> dict[str, Any]:
         kind, _, path = reason.partition(":")
-        found = self.found[reason]
         return {
             "reason": reason, "kind": kind, "path": path or None, "count": count,
-            "event_ids": list(found.event_ids),
-            "sources": [{"topic": t, "partition": p, "offset": o} for t, p, o in found.sources],
+            "examples": [
+                {"event_id": event, "source": None if source is None else dict(zip(("topic", "partition", "offset"), source))}
+                for event, source in self.found[reason]
+            ],
         }
 
     def _source(self, key: str, count: int) -> dict[str, Any]:

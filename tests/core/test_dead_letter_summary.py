@@ -45,15 +45,21 @@ def test_event_ids_are_read_only_from_forwarded_payloads_of_parsed_kinds():
         assert event_id("invalid_field", payload) is None
 
 
-def test_examples_are_bounded_distinct_and_name_the_source():
-    summary = Summary(examples=2)
-    for n, event in enumerate(["a", "a", "b", "c", None]):
-        summary.add(_letter("invalid_field:ts", n, event=event, source=("src", 1, 100 + n)))
+def test_examples_are_the_first_letters_each_once_with_their_source():
+    summary = Summary(examples=3)
+    letters = [("a", ("src", 1, 100)), ("a", ("src", 1, 100)),  # the same letter sent again
+               (None, None), (None, ("src", 1, 102)), ("b", None), ("c", ("src", 0, 5))]
+    for n, (event, source) in enumerate(letters):
+        summary.add(_letter("invalid_field:ts", n, event=event, source=source))
     (reason,) = summary.to_dict()["reasons"]
-    assert reason["event_ids"] == ["a", "b"]
-    assert reason["sources"] == [{"topic": "src", "partition": 1, "offset": 100},
-                                 {"topic": "src", "partition": 1, "offset": 101}]
-    assert Summary(examples=0).to_dict()["reasons"] == []
+    assert reason["examples"] == [
+        {"event_id": "a", "source": {"topic": "src", "partition": 1, "offset": 100}},
+        {"event_id": None, "source": {"topic": "src", "partition": 1, "offset": 102}},
+        {"event_id": "b", "source": None},
+    ]
+    summary = Summary(examples=0)
+    summary.add(_letter("invalid_json"))
+    assert summary.to_dict()["reasons"][0]["examples"] == []
 
 
 def test_partitions_and_sources_give_first_and_last_offsets():
