@@ -56,7 +56,7 @@ def test_every_pip_install_of_the_makefile_and_the_label_studio_installer_uses_c
     assert all(re.search(r" -c (\$\(AGENT_CONSTRAINTS\)|\$\(WHYLOGS_CONSTRAINTS\)|\"\$constraints\") ", line) for line in installs), installs
     assert "AGENT_CONSTRAINTS := constraints/agent.txt" in makefile
     assert "WHYLOGS_CONSTRAINTS := constraints/bench-whylogs.txt" in makefile
-    assert "$(STAMP): pyproject.toml $(AGENT_CONSTRAINTS)\n" in makefile  # a changed pin rebuilds the venv
+    assert "$(STAMP): pyproject.toml producer/pyproject.toml $(AGENT_CONSTRAINTS)\n" in makefile  # a changed pin rebuilds the venv
     assert "$(WHYLOGS_STAMP): $(WHYLOGS_CONSTRAINTS)\n" in makefile
 
 
@@ -65,6 +65,7 @@ def test_the_projects_venv_holds_what_its_constraints_pin():
     want = pins(ROOT / "constraints/agent.txt")
     have = {canonical(d.metadata["Name"]): d.version for d in distributions()}
     have.pop("ragdrift-agent")
+    have.pop("ragdrift-producer")  # this repository's own, installed editable
     assert {name: (version, want.get(name)) for name, version in have.items() if want.get(name) != version} == {}
 
 

@@ -15,7 +15,10 @@ What the contract needs and the spans lack (parent document, source, dates,
 ACL, tenant, status, authority; LangChain's ids and scores) comes from the
 document's metadata, by the keys `SpanMapping` names. An event that still
 lacks a required value is dropped and counted by the producer (`missing_*`),
-never filled in. The asking user comes from `user_context` (set per request),
+never filled in. A value OpenInference's `TraceConfig` hid (`__REDACTED__`)
+is absent too: a query hidden by `hide_inputs` drops the event
+(`missing_query`), and documents hidden by `hide_outputs` lose their metadata.
+The asking user comes from `user_context` (set per request),
 else from the span attributes `ragdrift.user.tenant` and
 `ragdrift.user.groups`, else from `default_user`.
 
@@ -53,6 +56,7 @@ GENAI_DOCUMENTS = "gen_ai.retrieval.documents"
 GENAI_QUERY = "gen_ai.retrieval.query.text"
 TENANT_ATTRIBUTE = "ragdrift.user.tenant"
 GROUPS_ATTRIBUTE = "ragdrift.user.groups"
+REDACTED = "__REDACTED__"  # what OpenInference's TraceConfig(hide_inputs/hide_outputs) writes instead
 MAX_METADATA_CHARS = 1024 * 1024  # a larger metadata text is not parsed: its keys count as absent
 
 
@@ -198,7 +202,7 @@ class RetrievalSpanProcessor(SpanProcessor):
 
     def _query(self, attributes: Mapping[str, Any]) -> str | None:
         value = attributes.get("input.value")
-        if not isinstance(value, str):
+        if not isinstance(value, str) or value == REDACTED:
             return None
         if attributes.get("input.mime_type") == "application/json":
             parsed = _json(value)
@@ -296,7 +300,7 @@ class RetrievalSpanProcessor(SpanProcessor):
             "score": score, "effective_date": pick(m.effective_date), "expires_at": pick(m.expires_at),
             "status": pick(m.status), "authority": pick(m.authority),
             "acl": [acl] if isinstance(acl, str) else list(acl or ()), "tenant": pick(m.tenant),
-            "text": doc.get("content"), "tokens": pick(m.tokens)}
+            "text": _text(doc.get("content")), "tokens": pick(m.tokens)}
         return Result(**values)
 
 
@@ -350,4 +354,4 @@ def _json(text: str) -> Any:
 
 
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    return value if isinstance(value, str) and value and value != REDACTED else None

@@ -145,3 +145,18 @@ def test_genai_retrieval_spans_with_the_teams_parent_rule(broker, make_topic):
         consumer.close()
     assert event["results"][0] | {"score": None} == {
         "chunk_id": "D1#c2", "parent_id": "D1", "source": "wiki", "rank": 1, "score": None}
+
+
+def test_what_openinference_redacted_is_absent_not_hashed(setup):
+    producer, tracer, consumer = setup
+    with tracer.start_as_current_span("r", attributes={"openinference.span.kind": "RETRIEVER",
+                                                      "input.value": "__REDACTED__"}):
+        pass
+    with tracer.start_as_current_span("r", attributes={
+            "openinference.span.kind": "RETRIEVER", "input.value": "q",
+            **documents("retrieval.documents.", [{"id": "c", "score": 1.0, "content": "__REDACTED__",
+                                                  "metadata": {"parent_id": "d", "source": "s"}}])}):
+        pass
+    (event,) = events(producer, consumer, 1)
+    assert producer.stats().dropped == {"missing_query": 1}
+    assert "fingerprint" not in event["results"][0] and "tokens" not in event["results"][0]
