@@ -47,7 +47,9 @@ class TopicError(Exception):
 def reading(settings: KafkaSettings, topic: str, timeout: float, since: float | None = None):
     """A `Reading` of `topic` (from `since`, epoch s, when given), its consumer closed when the block
     ends; Kafka's and the network's errors inside the block become one-line `TopicError`s."""
-    logging.getLogger("kafka").addHandler(logging.NullHandler())  # its warnings are not the command's output
+    kafka_log = logging.getLogger("kafka")
+    if not kafka_log.handlers:  # its warnings are not the command's output (Python's last resort would print them)
+        kafka_log.addHandler(logging.NullHandler())
     consumer = None
     try:
         consumer = _consumer(settings, timeout)
