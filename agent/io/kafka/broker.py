@@ -18,7 +18,13 @@ from agent.core.reasons import RejectedEvent
 from agent.io.kafka.options import CONFLUENT
 from agent.io.settings.agent import KafkaSettings
 
+# A dead letter's headers: why, where its message was, and whether it carries the message.
 REASON_HEADER = "ragdrift-reason"
+SOURCE_TOPIC_HEADER = "ragdrift-source-topic"
+SOURCE_PARTITION_HEADER = "ragdrift-source-partition"
+SOURCE_OFFSET_HEADER = "ragdrift-source-offset"
+PAYLOAD_HEADER = "ragdrift-payload"
+ORIGINAL = b"original"  # the payload header of a letter that carries its message as it came
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ def dead_letter(record: ConsumerRecord, rejected: RejectedEvent,
     """Value, key and headers of the dead letter for a rejected record."""
     if withhold or rejected.withheld:
         return dead_letter_facts(record.topic, record.partition, record.offset, rejected.reason)
-    headers = _headers(record.topic, record.partition, record.offset, rejected.reason, b"original")
+    headers = _headers(record.topic, record.partition, record.offset, rejected.reason, ORIGINAL)
     return record.value or b"", forwardable_key(record.key), headers
 
 
@@ -98,10 +104,10 @@ def dead_letter_facts(topic: str, partition: int, offset: int,
 def _headers(topic: str, partition: int, offset: int, reason: str, payload: bytes) -> list[tuple[str, bytes]]:
     return [
         (REASON_HEADER, reason.encode()),
-        ("ragdrift-source-topic", topic.encode()),
-        ("ragdrift-source-partition", str(partition).encode()),
-        ("ragdrift-source-offset", str(offset).encode()),
-        ("ragdrift-payload", payload),
+        (SOURCE_TOPIC_HEADER, topic.encode()),
+        (SOURCE_PARTITION_HEADER, str(partition).encode()),
+        (SOURCE_OFFSET_HEADER, str(offset).encode()),
+        (PAYLOAD_HEADER, payload),
     ]
 
 

@@ -25,16 +25,18 @@ from kafka.errors import CorruptRecordError, KafkaError, KafkaTimeoutError
 
 from agent.core.dead_letter_summary import Letter, event_id, grouped
 from agent.core.escape import plain
-from agent.io.kafka.broker import REASON_HEADER, written_at
+from agent.io.kafka.broker import (
+    ORIGINAL,
+    PAYLOAD_HEADER,
+    REASON_HEADER,
+    SOURCE_OFFSET_HEADER,
+    SOURCE_PARTITION_HEADER,
+    SOURCE_TOPIC_HEADER,
+    written_at,
+)
 from agent.io.settings.agent import KafkaSettings
 
 CLIENT_ID = "ragdrift-dead-letters"
-# The headers broker.dead_letter writes besides the reason.
-SOURCE_TOPIC = "ragdrift-source-topic"
-SOURCE_PARTITION = "ragdrift-source-partition"
-SOURCE_OFFSET = "ragdrift-source-offset"
-PAYLOAD = "ragdrift-payload"
-ORIGINAL = b"original"  # the payload header of a letter that carries its message as it came
 _POLL_MS = 500
 _NUMBER = 19  # most digits a partition or offset header may have (an int64)
 
@@ -163,14 +165,14 @@ def letter(record: ConsumerRecord) -> Letter:
             headers.setdefault(key, value)  # the first of a repeated header, as broker.header reads it
     reason = headers[REASON_HEADER].decode("utf-8", "replace") if REASON_HEADER in headers else None
     kind = grouped(reason)[0] if reason else ""
-    payload = record.value if headers.get(PAYLOAD) == ORIGINAL else None
+    payload = record.value if headers.get(PAYLOAD_HEADER) == ORIGINAL else None
     return Letter(record.partition, record.offset, written_at(record), reason or None,
                   _source(headers), event_id(kind, payload))
 
 
 def _source(headers: dict[str, bytes]) -> tuple[str, int, int] | None:
-    topic = headers.get(SOURCE_TOPIC)
-    partition, offset = _number(headers.get(SOURCE_PARTITION)), _number(headers.get(SOURCE_OFFSET))
+    topic = headers.get(SOURCE_TOPIC_HEADER)
+    partition, offset = _number(headers.get(SOURCE_PARTITION_HEADER)), _number(headers.get(SOURCE_OFFSET_HEADER))
     if not topic or partition is None or offset is None:
         return None
     return topic.decode("utf-8", "replace"), partition, offset
