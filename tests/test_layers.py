@@ -103,3 +103,19 @@ def test_the_agent_loop_takes_few_keyword_only_arguments(cls):
     params = list(inspect.signature(cls).parameters.values())
     assert len(params) <= 7
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
+
+
+PRODUCER = AGENT.parent / "producer" / "ragdrift_producer"
+
+
+@pytest.mark.parametrize("path", sorted(PRODUCER.rglob("*.py")), ids=lambda p: p.name)
+def test_the_producer_library_imports_nothing_of_the_agent(path):
+    """It runs inside a team's app, installed without the agent (docs/producers.md)."""
+    found = imports(path.read_text(), f"ragdrift_producer.{path.stem}", path.name == "__init__.py")
+    assert [(line, name) for line, name in found if name.split(".")[0] == "agent" or name == "<dynamic import>"] == []
+
+
+def test_only_the_demo_uses_the_producer_library():
+    users = {module_of(path) for path in modules()
+             if any(name.split(".")[0] == "ragdrift_producer" for _, name in imports(path.read_text(), module_of(path)))}
+    assert users and {part_of(user) for user in users} <= {"agent.demo"}
