@@ -9,10 +9,13 @@ import re
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import pytest
+import yaml
 
 from agent.demo.process import _port_open, free_port, wait_until
+from agent.demo.retriever import QUERIES, Helpdesk
 from tests.agentctl import ROOT
 from tests.services import http_get
 
@@ -62,7 +65,7 @@ def test_demo_runs_and_leaves_nothing_behind(tansu_bin, tmp_path, stop_with, sig
 
 
 def test_a_judgment_batch_of_the_demo_traffic(tansu_bin, tmp_path):
-    """The README's walk: run the demo, stop it, build a batch from what it stored."""
+    """The README's walk: run the demo, stop it, build a batch from what it stored, with the app's texts."""
     port = free_port()
     directory = tmp_path / "demo"
     with open(tmp_path / "demo.out", "wb") as sink:
@@ -92,10 +95,16 @@ def test_a_judgment_batch_of_the_demo_traffic(tansu_bin, tmp_path):
     batch = next((directory / "batches").iterdir())
     assert sorted(p.name for p in batch.iterdir()) == ["items.csv", "items.jsonl", "key.jsonl", "label-studio",
                                                        "manifest.json", "regression.jsonl"]
+    # The demo's events are the producer library's: its recorder kept the app's texts, the resolver reads them.
+    config = yaml.safe_load((directory / "ragdrift.yaml").read_text())
+    assert config["judgment"]["resolver"] == {"kind": "file", "path": str((directory / "texts.jsonl").resolve())}
+    app = Helpdesk(datetime.now(UTC))
+    chunk_texts = {c.id: c.text for c in app.chunks}
     items = [json.loads(line) for line in (batch / "items.jsonl").read_text().splitlines()]
-    assert items and all(i["query"]["text"].startswith("[synthetic]") for i in items)
-    assert all(c["text"].startswith("[synthetic]") for i in items for c in i["chunks"])
-    assert "[synthetic]" not in (batch / "key.jsonl").read_text()
+    assert items and all(i["query"]["text"] in {text for text, _ in QUERIES} for i in items)
+    assert all(c["text"] == chunk_texts[c["chunk_id"]] for i in items for c in i["chunks"])
+    key = (batch / "key.jsonl").read_text()
+    assert not any(i["query"]["text"] in key for i in items)
     tasks = json.loads((batch / "label-studio" / "tasks.json").read_text())
     assert [t["data"]["item"] for t in tasks] == [i["item"] for i in items]
     assert f"{len(items)} items for {week}" in built.stdout

@@ -43,3 +43,14 @@ def test_a_file_named_as_the_directory_is_one_line_and_exit_2(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr == f"ragdrift: error: --dir '{taken}': cannot make the directory: File exists\n"
     assert "broker" not in done.stdout and taken.read_text() == "mine\n"
+
+
+def test_without_the_producer_library_one_line_says_what_to_install(tmp_path):
+    hidden = "import sys; sys.modules['ragdrift_producer'] = None; from agent.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", hidden, "demo", "--port", "0", "--dir", str(tmp_path / "demo")],
+                          capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == ("ragdrift: error: the demo's app needs the producer library, which is not installed: "
+                           "pip install ./producer\n")
+    assert "broker" not in done.stdout and not (tmp_path / "demo").exists()

@@ -13,6 +13,7 @@ from agent.cli.common import UsageError, finite
 # Events per second: at the lowest, one event in 100 s; faster than the
 # highest, one Python producer falls behind and the schedule means nothing.
 MIN_RATE, MAX_RATE = 0.01, 100_000
+PRODUCER_HINT = "pip install ./producer"  # from a clone of the repository; `make` installs it in .venv
 
 
 def add_parser(commands) -> None:
@@ -28,7 +29,12 @@ def add_parser(commands) -> None:
 
 
 def demo(args: argparse.Namespace) -> int:
-    from agent.demo.app import Demo
+    try:
+        from agent.demo.app import Demo
+    except ModuleNotFoundError as exc:  # the demo's app sends its traffic through the producer library
+        if exc.name != "ragdrift_producer":
+            raise
+        raise UsageError(f"the demo's app needs the producer library, which is not installed: {PRODUCER_HINT}") from None
     from agent.demo.broker import BrokerMissing, tansu_bin
     from agent.io.settings import checks
 

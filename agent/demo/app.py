@@ -1,15 +1,20 @@
-"""`ragdrift demo`: an embedded broker, live traffic with incidents, and the agent.
+"""`ragdrift demo`: an embedded broker, a made-up app's live traffic with incidents, and the agent.
 
 Everything runs in this process or as its child (the tansu broker), and
-Ctrl-C or SIGTERM stops all of it, leaving no process behind. What the agent
-stores stays in the demo's directory (`ragdrift-demo/` by default), with a
-configuration for the other commands: `ragdrift batch build --config
-ragdrift-demo/ragdrift.yaml --week ... --partial` builds a judgment batch of the demo's
-traffic, with made-up text from the demo's resolver (agent/demo/resolver.py).
+Ctrl-C or SIGTERM stops all of it, leaving no process behind. The app
+(agent/demo/retriever.py) sends its retrievals through the producer
+library, as a team's app would: hashed with a key of this run's own, their
+texts kept by a `JsonLinesRecorder` in the demo's directory. What the agent
+stores stays there too (`ragdrift-demo/` by default), with a configuration
+for the other commands whose resolver reads that file: `ragdrift batch build
+--config ragdrift-demo/ragdrift.yaml --week ... --partial` builds a judgment
+batch of the demo's traffic with the app's own query and chunk texts.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import secrets
 import signal
 import sys
@@ -20,7 +25,6 @@ from pathlib import Path
 
 import yaml
 
-from agent import synth
 from agent.core.access import UNAUTHORIZED_RESULTS
 from agent.core.freshness import STALE_RESULTS
 from agent.core.sampling import iso_week
@@ -28,14 +32,26 @@ from agent.core.snapshot import Snapshot
 from agent.core.tally import Counter, Tally
 from agent.core.zero_results import RETRIEVALS, ZERO_RESULTS
 from agent.demo.broker import Tansu
+from agent.demo.retriever import Helpdesk
 from agent.io import logs
 from agent.io.settings.agent import load
 from agent.service import build
+from ragdrift_producer import HashKey, JsonLinesRecorder, Producer
 
 TOPIC = "retrieval.v1"
 DLQ = "retrieval.v1.dlq"
-# A leak, a stale spike and a score drift, minutes after the start.
-SCHEDULE = ("leak@2", "stale@5", "score-drift@8")
+# A leak, a stale spike and a score drift: minutes after the start, each for
+# INCIDENT_MINUTES, in a share of the retrievals (real incidents hit some traffic, not all).
+SCHEDULE = (("leak", 2.0), ("stale", 5.0), ("score-drift", 8.0))
+INCIDENT_MINUTES = 10.0
+SHARE = {"leak": 0.15, "stale": 0.2, "score-drift": 0.3}
+# A trickle of events from a producer that is not on the library, which the agent dead-letters.
+INVALID_RATE = 0.002
+INVALID = (
+    b'{"schema": "retrieval.v1", "event_id": "cut-short", "ts": "2026-',  # a line cut short
+    b"retrieval served in 120 ms",  # a log line on the wrong topic
+    b'{"schema": "retrieval.v0", "event_id": "old-client"}',  # an old client's schema
+)
 
 
 class Demo:
@@ -71,7 +87,8 @@ class Demo:
                 thread.start()
             print(f"ragdrift demo: metrics at http://127.0.0.1:{running.server.port}/metrics", file=self.out)
             print(f"broker (tansu) at {broker.bootstrap}, topics {TOPIC} and {DLQ}", file=self.out)
-            print(f"incidents: {', '.join(SCHEDULE)} (minutes from now); Ctrl-C stops", file=self.out)
+            incidents = ", ".join(f"{kind}@{minute:g}" for kind, minute in SCHEDULE)
+            print(f"incidents: {incidents} (minutes from now); Ctrl-C stops", file=self.out)
             print(f"a judgment batch of this traffic, any time: ragdrift batch build --config "
                   f"{self.directory / 'ragdrift.yaml'} --week {iso_week(time.time())} --partial", file=self.out)
             self._watch(running.agent, threads[0])
@@ -89,11 +106,12 @@ class Demo:
 
     def _configure(self, bootstrap: str) -> Path:
         """The demo's directory (made by the command, before anything starts):
-        a fresh store (the embedded broker keeps nothing across runs), batches
-        kept, and the configuration file."""
+        a fresh store and texts file (the embedded broker keeps nothing across
+        runs, and each run hashes with a key of its own), batches kept, and the
+        configuration file."""
         store = self.directory / "state.db"
-        for stale in self.directory.glob("state.db*"):
-            stale.unlink()
+        for stale in [*self.directory.glob("state.db*"), self.texts]:
+            stale.unlink(missing_ok=True)
         config = {
             "kafka": {"bootstrap_servers": bootstrap, "topics": [TOPIC], "dead_letter_topic": DLQ,
                       "group_id": "ragdrift-demo", "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000},
@@ -102,31 +120,54 @@ class Demo:
             "logging": {"format": "auto", "level": "ERROR"},
             "judgment": {"export_dir": str((self.directory / "batches").resolve()), "budget": 5, "uniform_budget": 20,
                          "salt": secrets.token_hex(16),  # a secret of this run's own: it keys the batch's order
-                         "resolver": {"kind": "command", "command": [sys.executable, "-m", "agent.demo.resolver"]}},
+                         "resolver": {"kind": "file", "path": str(self.texts.resolve())}},
         }
         path = self.directory / "ragdrift.yaml"
         path.write_text("# Written by `ragdrift demo` for the commands that read its store.\n"
                         + yaml.safe_dump(config, sort_keys=False))
         return path
 
+    @property
+    def texts(self) -> Path:
+        """The app's texts, kept by its recorder, read by the batch's resolver."""
+        return self.directory / "texts.jsonl"
+
     def _traffic(self, bootstrap: str) -> None:
         from kafka import KafkaProducer
 
-        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
-        incidents = [synth.parse_incident(text) for text in SCHEDULE]
-        lines = synth.generate(10**9, self.seed, datetime.now(UTC), self.rate, incidents, invalid_rate=0.002)
+        rng = random.Random(self.seed)
+        app = Helpdesk(datetime.now(UTC))
+        recorder = JsonLinesRecorder(self.texts)
+        producer = Producer(app="helpdesk", key=HashKey(secrets.token_hex(32).encode()),
+                            kafka={"bootstrap_servers": bootstrap}, topic=TOPIC, recorder=recorder,
+                            registry=None)  # the app's counts: this process serves only the agent's /metrics
+        # The library never sends an invalid event: the dead-letter path needs a bare producer's bytes.
+        bare = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
         started = time.monotonic()
         try:
-            for i, line in enumerate(lines):
+            for i in itertools.count():
                 delay = started + i / self.rate - time.monotonic()
                 if delay > 0 and self.stop.wait(delay):
                     break
                 if self.stop.is_set():
                     break
-                producer.send(TOPIC, line)
-                self.sent += 1
+                if rng.random() < INVALID_RATE:
+                    bare.send(TOPIC, rng.choice(INVALID))
+                    self.sent += 1
+                    continue
+                minute = (time.monotonic() - started) / 60
+                faults = frozenset(kind for kind, start in SCHEDULE
+                                   if start <= minute < start + INCIDENT_MINUTES and rng.random() < SHARE[kind])
+                query, query_type, user = app.ask(rng)
+                found = app.retrieve(query, user, rng, faults)
+                if producer.retrieval(query=query, user=user, results=found.results, query_type=query_type,
+                                      language="en", stages=found.stages, filters=found.filters,
+                                      pipeline=found.pipeline, latency_ms=found.latency_ms) is not None:
+                    self.sent += 1
         finally:
             producer.close(timeout=5)
+            recorder.close()
+            bare.close(timeout=5)
 
     def _watch(self, agent, agent_thread: threading.Thread) -> None:
         deadline = time.monotonic() + self.minutes * 60 if self.minutes else float("inf")
