@@ -82,8 +82,8 @@ def test_the_chart_runs_the_package_version():
     assert chart["appVersion"] == agent.__version__
 
 
-def test_the_scenarios_cover_sqlite_and_postgresql():
-    assert {"sqlite-values.yaml", "postgresql-values.yaml"} <= {p.name for p in SCENARIOS}
+def test_the_scenarios_cover_sqlite_postgresql_and_autoscaling():
+    assert {"sqlite-values.yaml", "postgresql-values.yaml", "autoscaling-values.yaml"} <= {p.name for p in SCENARIOS}
 
 
 # -- helm lint and the schema ------------------------------------------------
@@ -319,6 +319,99 @@ def test_replicas_sharing_a_read_write_once_volume_are_refused(helm):
     with pytest.raises(HelmError, match="ReadWriteMany"):
         helm.template(CHART, set_values={"replicaCount": "2",
                                          "config.store.url": "postgresql+psycopg://ragdrift@db/ragdrift"})
+
+
+# -- autoscaling on lag --------------------------------------------------------
+# The autoscaling scenario is linted and validated with the others above.
+
+POSTGRESQL = {"config.store.url": "postgresql+psycopg://ragdrift@db/ragdrift", "persistence.enabled": "false"}
+AUTOSCALING = {**POSTGRESQL, "autoscaling.enabled": "true", "autoscaling.partitions": "6"}
+
+
+def test_the_autoscaler_scales_the_deployment_on_the_average_lag_per_pod(rendered):
+    docs = rendered["autoscaling-values.yaml"]
+    hpa, deployment = one(docs, "HorizontalPodAutoscaler"), one(docs, "Deployment")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": deployment["apiVersion"], "kind": "Deployment",
+                                             "name": deployment["metadata"]["name"]}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 12)
+    assert hpa["spec"]["metrics"] == [{"type": "Pods", "pods": {
+        "metric": {"name": "ragdrift_consumer_lag_messages"},
+        "target": {"type": "AverageValue", "averageValue": "10000"}}}]
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
+    assert "replicas" not in deployment["spec"]  # the autoscaler owns it
+
+
+@pytest.mark.parametrize("scenario", ["sqlite-values.yaml", "postgresql-values.yaml"])
+def test_no_autoscaler_unless_enabled(rendered, scenario):
+    docs = rendered[scenario]
+    assert "HorizontalPodAutoscaler" not in {d["kind"] for d in docs}
+    assert one(docs, "Deployment")["spec"]["replicas"] >= 1
+
+
+def test_the_autoscalers_behavior_and_target_pass_through(helm, tmp_path):
+    behavior = {"scaleDown": {"stabilizationWindowSeconds": 600, "selectPolicy": "Min",
+                              "policies": [{"type": "Pods", "value": 2, "periodSeconds": 120}]},
+                "scaleUp": None}  # null removes the chart's default
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"autoscaling": {"behavior": behavior, "targetLagPerReplica": 2_000_000,
+                                                      "metricName": "ragdrift_lag"}}))
+    hpa = one(helm.template(CHART, values, set_values=AUTOSCALING), "HorizontalPodAutoscaler")
+    assert hpa["spec"]["behavior"] == {"scaleDown": behavior["scaleDown"]}
+    assert hpa["spec"]["metrics"][0]["pods"] == {"metric": {"name": "ragdrift_lag"},
+                                                 "target": {"type": "AverageValue", "averageValue": "2000000"}}
+    for version in KUBERNETES:
+        kubernetes_validate.validate(hpa, version, strict=True)
+
+
+def test_more_replicas_than_partitions_are_refused(helm):
+    with pytest.raises(HelmError, match=r"maxReplicas 7 is above autoscaling\.partitions 6: .* idles"):
+        helm.template(CHART, set_values={**AUTOSCALING, "autoscaling.maxReplicas": "7"})
+    docs = helm.template(CHART, set_values={**AUTOSCALING, "autoscaling.maxReplicas": "6"})
+    assert one(docs, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] == 6
+
+
+def test_fewer_max_than_min_replicas_are_refused(helm):
+    with pytest.raises(HelmError, match=r"minReplicas 4 is above autoscaling\.maxReplicas 3"):
+        helm.template(CHART, set_values={**AUTOSCALING, "autoscaling.minReplicas": "4"})
+
+
+@pytest.mark.parametrize("values", [
+    {"autoscaling.maxReplicas": "1"},
+    {"autoscaling.minReplicas": "2", "persistence.accessModes[0]": "ReadWriteMany"},
+])
+def test_autoscaling_on_sqlite_is_refused(helm, values):
+    with pytest.raises(HelmError, match=r"autoscaling \(up to maxReplicas \d+\) needs PostgreSQL.*autoscaling\.enabled to false"):
+        helm.template(CHART, set_values={"autoscaling.enabled": "true", "autoscaling.partitions": "6", **values})
+
+
+def test_autoscaled_replicas_sharing_a_read_write_once_volume_are_refused(helm):
+    values = {**AUTOSCALING, "persistence.enabled": "true"}
+    with pytest.raises(HelmError, match=r"autoscaling \(up to maxReplicas 3\) mounts one volume.*ReadWriteMany"):
+        helm.template(CHART, set_values=values)
+
+
+def test_autoscaling_needs_the_partition_count(helm):
+    with pytest.raises(HelmError, match=r"autoscaling\.partitions: Invalid type\. Expected: integer, given: null"):
+        helm.template(CHART, set_values={**POSTGRESQL, "autoscaling.enabled": "true"})
+    with pytest.raises(HelmError, match=r"autoscaling: partitions is required"):
+        helm.template(CHART, set_values={**AUTOSCALING, "autoscaling.partitions": "null"})
+
+
+@pytest.mark.parametrize(("values", "error"), [
+    ({"autoscaling.partitions": "0"}, r"autoscaling\.partitions: Must be greater than or equal to 1"),
+    ({"autoscaling.minReplicas": "0"}, r"autoscaling\.minReplicas: Must be greater than or equal to 1"),
+    ({"autoscaling.targetLagPerReplica": "0"}, r"autoscaling\.targetLagPerReplica: Must be greater"),
+    ({"autoscaling.targetLagPerReplica": "lots"}, r"autoscaling\.targetLagPerReplica: Invalid type"),
+    ({"autoscaling.metricName": ""}, r"autoscaling\.metricName: Does not match pattern"),
+    ({"autoscaling.metricName": "lag: 1"}, r"autoscaling\.metricName: Does not match pattern"),
+    ({"autoscaling.behavior": "fast"}, r"autoscaling\.behavior: Invalid type"),
+    ({"autoscaling.targetCPU": "80"}, r"Additional property targetCPU"),
+])
+def test_the_values_schema_rejects_bad_autoscaling_values(helm, values, error):
+    with pytest.raises(HelmError, match=error):
+        helm.template(CHART, set_values={**AUTOSCALING, **values})
 
 
 # -- dashboards -----------------------------------------------------------------

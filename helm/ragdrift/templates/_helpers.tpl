@@ -141,15 +141,33 @@ PostgreSQL, which the chart cannot check).
 {{- end }}
 
 {{/*
-Refuse settings that cannot work.
+Refuse settings that cannot work. With autoscaling the HorizontalPodAutoscaler
+sets the replica count, up to autoscaling.maxReplicas.
 */}}
 {{- define "ragdrift.validate" -}}
+{{- $a := .Values.autoscaling }}
 {{- $replicas := int .Values.replicaCount }}
-{{- if and (gt $replicas 1) (eq (include "ragdrift.sqlite" .) "true") }}
-{{- fail (printf "replicaCount %d needs PostgreSQL: SQLite serves one replica. Set config.store.url to postgresql+psycopg://... or secrets.storeUrl.existingSecret, or replicaCount to 1." $replicas) }}
+{{- $setting := printf "replicaCount %d" $replicas }}
+{{- $single := "replicaCount to 1" }}
+{{- if $a.enabled }}
+{{- $replicas = int $a.maxReplicas }}
+{{- $setting = printf "autoscaling (up to maxReplicas %d)" $replicas }}
+{{- $single = "autoscaling.enabled to false" }}
+{{- end }}
+{{- if and (or $a.enabled (gt $replicas 1)) (eq (include "ragdrift.sqlite" .) "true") }}
+{{- fail (printf "%s needs PostgreSQL: SQLite serves one replica. Set config.store.url to postgresql+psycopg://... or secrets.storeUrl.existingSecret, or %s." $setting $single) }}
+{{- end }}
+{{- if $a.enabled }}
+{{- $partitions := int $a.partitions }}
+{{- if gt $replicas $partitions }}
+{{- fail (printf "autoscaling.maxReplicas %d is above autoscaling.partitions %d: a replica past the partition count owns no partition and idles. Lower maxReplicas, or add partitions to the topic and raise autoscaling.partitions." $replicas $partitions) }}
+{{- end }}
+{{- if gt (int $a.minReplicas) $replicas }}
+{{- fail (printf "autoscaling.minReplicas %d is above autoscaling.maxReplicas %d." (int $a.minReplicas) $replicas) }}
+{{- end }}
 {{- end }}
 {{- $p := .Values.persistence }}
 {{- if and (gt $replicas 1) $p.enabled (not $p.existingClaim) (not (has "ReadWriteMany" $p.accessModes)) }}
-{{- fail (printf "replicaCount %d mounts one volume in every pod (judgment batches are written by whichever replica builds them): set persistence.accessModes to [ReadWriteMany], persistence.existingClaim to a claim all pods can mount, or persistence.enabled to false (an emptyDir: batches last as long as their pod)." $replicas) }}
+{{- fail (printf "%s mounts one volume in every pod (judgment batches are written by whichever replica builds them): set persistence.accessModes to [ReadWriteMany], persistence.existingClaim to a claim all pods can mount, or persistence.enabled to false (an emptyDir: batches last as long as their pod)." $setting) }}
 {{- end }}
 {{- end }}
