@@ -39,6 +39,8 @@ test: tools
 lint: $(STAMP)
 	@status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy || status=1; exit $$status
 
+# bench/scaleout.py stores in PostgreSQL, as the tests do ($$RAGDRIFT_TEST_PG, or
+# postgresql://root@127.0.0.1:5432/test): a database of its own per measurement.
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/exposition.py
@@ -47,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/drift.py
 	$(BIN)/python bench/instructions.py
 	$(BIN)/python bench/cardinality.py
+	$(BIN)/python bench/scaleout.py
 
 # The agent beside raw consumers and the tools a team would otherwise build on
 # (bench/peers.py). The peers are the `bench` extra; whylogs pins numpy < 2, so it
