@@ -39,7 +39,7 @@ test: tools
 lint: $(STAMP)
 	@status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy || status=1; exit $$status
 
-# bench/scaleout.py stores in PostgreSQL, as the tests do ($$RAGDRIFT_TEST_PG, or
+# bench/scaleout.py stores in PostgreSQL, as the tests do ($RAGDRIFT_TEST_PG, or
 # postgresql://root@127.0.0.1:5432/test): a database of its own per measurement.
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
