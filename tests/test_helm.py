@@ -414,6 +414,25 @@ def test_the_values_schema_rejects_bad_autoscaling_values(helm, values, error):
         helm.template(CHART, set_values={**AUTOSCALING, **values})
 
 
+def test_the_operations_guides_autoscaling_example_and_adapter_rule_fit_the_chart(helm, tmp_path):
+    """The example renders a valid autoscaler, and the adapter rule serves the
+    metric it asks for from families the agent exports."""
+    section = (ROOT / "docs" / "operations.md").read_text().split("### Autoscaling on lag", 1)[1]
+    example, (rule,) = (yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[:2])
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(example))
+    hpa = one(helm.template(CHART, values, set_values=POSTGRESQL), "HorizontalPodAutoscaler")
+    kubernetes_validate.validate(hpa, KUBERNETES[-1], strict=True)
+    metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
+    assert rule["seriesQuery"].startswith(metric + "{") and "name" not in rule  # served under its own name
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    metrics_doc = (ROOT / "docs" / "metrics.md").read_text()
+    families = set(re.findall(r"ragdrift_\w+", rule["metricsQuery"]))
+    assert families == {metric, "ragdrift_assigned_partitions"}
+    for family in families:
+        assert f"| `{family}` | gauge |" in metrics_doc
+
+
 # -- dashboards -----------------------------------------------------------------
 
 
