@@ -9,7 +9,9 @@ an invented value.
 | --- | --- | --- |
 | query not a string | event dropped | dropped `invalid_query` |
 | no tenant | event dropped | dropped `missing_tenant` |
-| chunk_id, parent_id or source missing or empty | event dropped | dropped `missing_<field>` |
+| event_id, chunk_id, parent_id or source missing, empty, or not text, a whole number or a UUID | event dropped | dropped `missing_<field>` |
+| ts not a date-time, or one whose UTC time is outside years 1-9999 | event dropped | dropped `invalid_ts` |
+| cutoff_k not a whole number | event dropped | dropped `invalid_cutoff_k` |
 | score missing | event dropped | dropped `missing_score` |
 | score not a number, NaN or infinite | event dropped | dropped `invalid_score` |
 | more than 1024 groups, or ACL entries on a result | event dropped | dropped `too_many_groups` |
@@ -17,9 +19,11 @@ an invented value.
 | more than 1000 results | the first 1000 kept | adjusted `results_truncated` |
 | more than 64 query terms, 64 filters or 1000 cited ids | the first ones kept | adjusted `truncated` |
 | an id over 256 characters, a text over 128 or with control characters | replaced by `~` and its keyed hash | adjusted `hashed_text` |
-| a number beyond the contract's range (score +-1e12, counts 0..2^31-1, latency) | clamped to the range | adjusted `clamped` |
+| an event id other than 1-128 of `A-Za-z0-9._:-` | replaced by its keyed hash | adjusted `hashed_text` |
+| a number beyond the contract's range (score +-1e12, counts 0..2^31-1, cutoff_k 1..2^31-1, latency) | clamped to the range | adjusted `clamped` |
 | a label (query type, filter name) with other characters than `A-Za-z0-9_.:-` | each replaced by `_`, cut to 64 | adjusted `label_cleaned` |
 | a date or time without an offset | taken as UTC | adjusted `assumed_utc` |
+| a date or time whose offset is not whole minutes | converted to UTC | (none) |
 | an unreadable optional value (date, language, status, thumbs, rank, rerank score, tokens) | left out | adjusted `left_out` |
 
 Text is hashed, fingerprinted or counted here and never stored in the event.
@@ -34,7 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 from uuid import UUID
 
-from ragdrift_producer.hashing import Hasher
+from ragdrift_producer.hashing import ID, Hasher
 from ragdrift_producer.values import Feedback, Filter, Pipeline, Result, Stages, User, When
 
 MAX_RESULTS = 1000
@@ -49,6 +53,7 @@ STATUSES = frozenset({"current", "superseded", "draft", "tombstoned", "unknown"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.:-]")
 _LANGUAGE = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*\Z")
+_EVENT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 
 
 class Dropped(Exception):
@@ -79,7 +84,8 @@ class Builder:
             terms = terms[:MAX_TERMS]
             self.adjusted("truncated")
         event: dict[str, Any] = {
-            "schema": "retrieval.v1", "event_id": event_id, "ts": self._instant(ts), "app": self.app,
+            "schema": "retrieval.v1", "event_id": self._event_id(event_id), "ts": self._instant(ts),
+            "app": self.app,
         }
         body: dict[str, Any] = {"id": query_id, "terms": terms}
         if query_type is not None and (label := self._label(query_type)):
@@ -91,7 +97,7 @@ class Builder:
                 self.adjusted("left_out")
         event["query"] = body
         event["principal"] = self._principal(user)
-        event["cutoff_k"] = cutoff_k
+        event["cutoff_k"] = self._cutoff(cutoff_k)
         if pipeline is not None:
             versions = {name: self._text(getattr(pipeline, name), 128) for name in
                         ("version", "retriever", "reranker", "embedding_model") if getattr(pipeline, name)}
@@ -137,18 +143,18 @@ class Builder:
         score = result.score
         if score is None:
             raise Dropped("missing_score")
-        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        if isinstance(score, bool) or not isinstance(score, int | float) or not _finite(score):
             raise Dropped("invalid_score")
-        out["score"] = self._clamp(float(score), -MAX_SCORE, MAX_SCORE)
+        out["score"] = float(self._clamp(score, -MAX_SCORE, MAX_SCORE))
         if result.rerank_score is not None:
             rerank = self._number(result.rerank_score, -MAX_SCORE, MAX_SCORE)
             if rerank is not None:
                 out["rerank_score"] = rerank
-        if result.pre_rerank_rank is not None:
-            before = self._count(result.pre_rerank_rank)
-            if before:
+        before = result.pre_rerank_rank
+        if before is not None:
+            if isinstance(before, int) and not isinstance(before, bool) and 1 <= before <= MAX_COUNT:
                 out["pre_rerank_rank"] = before
-            else:
+            else:  # a rank out of range is no rank: not clamped into another one
                 self.adjusted("left_out")
         for name in ("effective_date", "expires_at"):
             value = getattr(result, name)
@@ -185,7 +191,9 @@ class Builder:
         out = []
         for f in filters:
             name = self._label(f.name)
-            if not name or f.status not in ("applied", "skipped", "error"):
+            if name is None:  # counted by _label
+                continue
+            if f.status not in ("applied", "skipped", "error"):
                 self.adjusted("left_out")
                 continue
             out.append({"name": name, "status": f.status, "removed": self._count(f.removed) or 0})
@@ -214,6 +222,24 @@ class Builder:
             raise Dropped(f"missing_{field}")
         return self._text(value, 256)
 
+    def _event_id(self, value: object) -> str:
+        if isinstance(value, int | UUID) and not isinstance(value, bool):
+            value = str(value)
+        if not value or not isinstance(value, str):
+            raise Dropped("missing_event_id")
+        if _EVENT_ID.match(value):
+            return value
+        self.adjusted("hashed_text")
+        return self.hasher.token(ID, value)
+
+    def _cutoff(self, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise Dropped("invalid_cutoff_k")
+        if 1 <= value <= MAX_COUNT:
+            return value
+        self.adjusted("clamped")
+        return min(max(value, 1), MAX_COUNT)
+
     def _text(self, value: str, limit: int) -> str:
         value = str(value)
         if len(value) <= limit and not _CONTROL.search(value):
@@ -240,10 +266,10 @@ class Builder:
         return min(max(value, 0), MAX_COUNT)
 
     def _number(self, value: object, low: float, high: float) -> float | None:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
             self.adjusted("left_out")
             return None
-        return self._clamp(float(value), low, high)
+        return float(self._clamp(value, low, high))
 
     def _clamp(self, value: float, low: float, high: float) -> float:
         if low <= value <= high:
@@ -251,11 +277,10 @@ class Builder:
         self.adjusted("clamped")
         return min(max(value, low), high)
 
-    def _instant(self, value: datetime) -> str:
-        if value.tzinfo is None:
-            self.adjusted("assumed_utc")
-            value = value.replace(tzinfo=UTC)
-        return value.isoformat(timespec="milliseconds")
+    def _instant(self, value: object) -> str:
+        if not isinstance(value, datetime) or (aware := self._aware(value)) is None:
+            raise Dropped("invalid_ts")
+        return aware.isoformat(timespec="milliseconds")
 
     def _date(self, value: When) -> str | None:
         if isinstance(value, str):
@@ -265,14 +290,27 @@ class Builder:
                 self.adjusted("left_out")
                 return None
         if isinstance(value, datetime):
-            if value.tzinfo is None:
-                self.adjusted("assumed_utc")
-                value = value.replace(tzinfo=UTC)
-            offset = value.utcoffset()
-            if offset is None or offset.total_seconds() % 60 or abs(offset.total_seconds()) >= 86400:
-                value = value.astimezone(UTC)  # the contract takes whole-minute offsets
-            return value.isoformat()
-        if isinstance(value, date):
+            if (aware := self._aware(value)) is not None:
+                return aware.isoformat()
+        elif isinstance(value, date):
             return value.isoformat()
         self.adjusted("left_out")
         return None
+
+    def _aware(self, value: datetime) -> datetime | None:
+        """With a whole-minute offset, as the contract takes; None if its UTC time is beyond year 1-9999."""
+        offset = value.utcoffset()
+        if offset is None:
+            self.adjusted("assumed_utc")
+            return value.replace(tzinfo=UTC)
+        if offset.total_seconds() % 60:
+            try:
+                return value.astimezone(UTC)
+            except OverflowError:
+                return None
+        return value
+
+
+def _finite(value: float) -> bool:
+    """An int is finite however large (math.isfinite cannot take one beyond the float range)."""
+    return isinstance(value, int) or math.isfinite(value)
