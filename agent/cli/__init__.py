@@ -8,9 +8,9 @@ import signal
 import sys
 import traceback
 
-from agent import __version__
 from agent.cli import baseline, compare, dead_letters, demo, evaluate, generate, judgments, queues, replay, run
 from agent.cli.common import UsageError
+from agent.cli.version import VersionAction
 from agent.io.secrets import scrub
 
 __all__ = ["COMMAND_GROUPS", "UsageError", "build_parser", "main"]
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ragdrift",
         description="Monitor RAG retrieval in production from retrieval.v1 logs.",
     )
-    parser.add_argument("--version", action="version", version=f"ragdrift {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.add_parser(commands)

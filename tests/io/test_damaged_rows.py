@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kafka import TopicPartition
 from prometheus_client import CollectorRegistry
-from sqlalchemy import Table, update
+from sqlalchemy import Table, select, update
 
 from agent.core.compare.live import HeldRows, empty_row
 from agent.core.config import CoreConfig
@@ -27,7 +27,7 @@ from agent.io.features.drift import Drift
 from agent.io.features.live_gate import LiveGate
 from agent.io.settings.agent import Settings
 from agent.io.settings.live_gate import LiveGateSettings
-from agent.io.store.database import Checkpoint, Store
+from agent.io.store.database import Checkpoint, Store, StoreError
 from agent.service import FEATURES
 from agent.synth import generate
 from tests.generated_days import DAY0
@@ -52,6 +52,14 @@ def metric(feature, table: str) -> float | None:
     for collector in feature.collectors():
         registry.register(collector)
     return registry.get_sample_value(f"ragdrift_{feature.name}_damaged_rows_total", {"table": table})
+
+
+def set_aside(store: Store) -> list[tuple[str, list, bytes]]:
+    """The shared rows a checkpoint kept aside, as stored."""
+    t = store.set_aside_rows
+    with store.engine.begin() as conn:
+        found = conn.execute(select(t.c.table_name, t.c.row_key, t.c.row).order_by(t.c.table_name)).all()
+    return [(table, json.loads(key), bytes(row)) for table, key, row in found]
 
 
 def logged(caplog, table: str) -> list[str]:
@@ -83,6 +91,8 @@ def test_a_damaged_live_gate_row_is_skipped_counted_and_logged_once_and_the_chec
         assert {key: row["events"] for key, row in days.items()} == {(DAY, "shop", "a"): 2, (DAY, "shop", "b"): 4}
         assert {key[3]: row["events"] for key, row in queries.items()} == {"q1": 1, "q2": 1}
         assert store.load(GROUP, "t", 0).next_offset == 2
+        assert set_aside(store) == [("ragdrift_live_days", [GROUP, DAY, "shop", "a"], raw),
+                                    ("ragdrift_live_queries", [GROUP, DAY, "shop", "a", "q1"], raw)]
     for table, key in (("ragdrift_live_days", (DAY, "shop", "a")), ("ragdrift_live_queries", (DAY, "shop", "a", "q1"))):
         assert metric(feature, table) == 1
         assert logged(caplog, table) == [f"damaged row of {table} skipped: {key!r}"]
@@ -110,6 +120,7 @@ def test_a_damaged_drift_day_row_is_skipped_counted_and_logged_once_and_the_chec
             assert stored["docs"].numeric == {TOP1_SCORE: {4: 2}}
         checkpoint({(DAY, "shop", TOP1_SCORE): {3: 1}}, 2)
         assert drift.stored_days(GROUP)[DAY]["shop"].numeric == {TOP1_SCORE: {3: 1}}
+        assert set_aside(store) == [("ragdrift_drift_days", [GROUP, DAY, "shop", TOP1_SCORE], raw)]
     assert metric(feature, "ragdrift_drift_days") == 1
     assert logged(caplog, "ragdrift_drift_days") == [f"damaged row of ragdrift_drift_days skipped: {(DAY, 'shop', TOP1_SCORE)!r}"]
 
@@ -125,6 +136,59 @@ def test_each_kind_of_drift_row_is_checked_for_its_own_shape(url, feature, raw):
                                                     "counts": raw})
         assert drift.stored_days(GROUP)[DAY]["shop"].numeric == {TOP1_SCORE: {3: 1}}
         assert list(drift.damaged.keys["ragdrift_drift_days"]) == [(DAY, "shop", feature)]
+
+
+NEWER = orjson.dumps({"$format": 2, "3": 5, "shape": "a newer release's"})
+
+
+def test_a_drift_row_of_a_newer_format_is_skipped_by_reads_and_never_rewritten(url):
+    """A checkpoint adding to it fails (the replica holds, as for any failed checkpoint) rather than losing
+    what it cannot read; rows of a feature this release does not know are skipped and never written."""
+    with Store(url, None, tables_of(FEATURES)) as store:
+        feature = Drift(Wiring(Settings(), store, new_scheduler()))
+        drift = feature.store
+
+        def checkpoint(deltas: dict, offset: int) -> None:
+            store.save(GROUP, [Checkpoint("t", 0, offset, {})], feature.writes(GROUP, [(TP, HeldDeltas(deltas))]))
+
+        checkpoint({(DAY, "shop", TOP1_SCORE): {3: 5}, (DAY, "shop", LANGUAGE): {"en": 5}}, 1)
+        damage(store, drift.days, {"day": DAY, "app": "shop", "feature": TOP1_SCORE}, NEWER)
+        with store.engine.begin() as conn:
+            conn.execute(store.insert(drift.days), {"group_id": GROUP, "day": DAY, "app": "shop",
+                                                    "feature": "a_future_feature", "counts": b'{"x": "y"}'})
+        assert drift.stored_days(GROUP)[DAY]["shop"].numeric == {}
+        with pytest.raises(StoreError, match="newer release's format"):
+            checkpoint({(DAY, "shop", TOP1_SCORE): {3: 1}}, 2)
+        assert store.load(GROUP, "t", 0).next_offset == 1  # the checkpoint did not pass the events
+        checkpoint({(DAY, "shop", LANGUAGE): {"en": 1}}, 2)  # rows it can read: added as ever
+        d = drift.days.c
+        with store.engine.begin() as conn:
+            stored = dict(conn.execute(select(d.feature, d.counts).where(d.day == DAY)).all())
+        assert stored[TOP1_SCORE] == NEWER and stored["a_future_feature"] == b'{"x": "y"}'
+        assert set_aside(store) == []
+    registry = CollectorRegistry()
+    for collector in feature.collectors():
+        registry.register(collector)
+    assert registry.get_sample_value("ragdrift_drift_newer_rows_total", {"table": "ragdrift_drift_days"}) == 2
+    assert registry.get_sample_value("ragdrift_drift_damaged_rows_total", {"table": "ragdrift_drift_days"}) is None
+
+
+def test_a_live_gate_row_of_a_newer_format_is_never_rewritten(url):
+    settings = Settings(live_gate=LiveGateSettings(enabled=True))
+    with Store(url, None, tables_of(FEATURES)) as store:
+        feature = LiveGate(Wiring(settings, store, new_scheduler()))
+        gate = feature.rows
+
+        def checkpoint(found: HeldRows, offset: int) -> None:
+            store.save(GROUP, [Checkpoint("t", 0, offset, {})], feature.writes(GROUP, [(TP, found)]))
+
+        checkpoint(rows({(DAY, "shop", "a"): 3}, {(DAY, "shop", "a", "q1"): 1}), 1)
+        damage(store, gate.days, {"day": DAY, "app": "shop", "version": "a"}, NEWER)
+        assert set(gate.stored(GROUP, DAY, DAY)[0]) == set()
+        with pytest.raises(StoreError, match="newer release's format"):
+            checkpoint(rows({(DAY, "shop", "a"): 2}, {}), 2)
+        with store.engine.begin() as conn:
+            assert conn.execute(select(gate.days.c.counts)).scalar_one() == NEWER
 
 
 # -- the commands -----------------------------------------------------------

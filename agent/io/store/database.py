@@ -165,6 +165,12 @@ class Store:
                                       Column("reason", String(255), nullable=False), *_checkpoint())
         self.set_aside_buckets = Table("ragdrift_set_aside_buckets", self.metadata, *_partition_key(),
                                        *_set_aside(), *_bucket())
+        # Rows several partitions add to (drift days, live-gate rows) that a checkpoint found damaged,
+        # kept as stored before it writes their key afresh (`set_aside_row`).
+        self.set_aside_rows = Table("ragdrift_set_aside_rows", self.metadata,
+                                    Column("table_name", String(64), primary_key=True),
+                                    Column("row_key", String(1024), primary_key=True), *_set_aside(),
+                                    Column("row", LargeBinary, nullable=False))
         self.joined_tables = [define(self.metadata) for define in tables]
         try:
             self._parsed = make_url(url)
@@ -367,6 +373,12 @@ class Store:
                 self._forget(conn, group_id, topic, partition, joined)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot set the checkpoint aside: {self.describe(exc, detail=True)}") from exc
+
+    def set_aside_row(self, conn: Connection, table: str, key: tuple, raw: bytes) -> None:
+        """Keep a damaged shared row as stored, in the transaction about to write its key afresh."""
+        conn.execute(self.set_aside_rows.insert(), {
+            "table_name": table, "row_key": orjson.dumps(key).decode()[:1024], "set_aside_at": time.time(),
+            "row": raw})
 
     def reset(self, group_id: str, topic: str, partition: int, joined: Iterable[Joined] = ()) -> None:
         """Forget a partition's checkpoint (its log was recreated), and whatever `joined` drops with it."""

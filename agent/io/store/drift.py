@@ -19,8 +19,11 @@ select, locking them in sorted order, so replicas adding to the same days wait
 for each other instead of deadlocking), and the new counts are written back
 (one update, executed for many rows). A stored row that does not read back
 (not JSON, or not counts of its feature's kind) is skipped by every read and
-handed to `Damaged` with its key; a checkpoint adding to it writes the delta
-in its place, so its new events are kept and the rest of the checkpoint goes on.
+handed to `Damaged` with its key; a checkpoint adding to it sets it aside in
+the store (`ragdrift_set_aside_rows`) and writes the delta in its place, so
+its new events are kept and the rest of the checkpoint goes on. A row of a
+newer release's format, or of a feature this release does not know, is
+skipped by reads and never written (agent/core/formats.py).
 
 `ragdrift_baselines` holds each frozen baseline's canonical JSON under (name,
 version). Rows are never changed: freezing a name again from other days adds
@@ -41,13 +44,15 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agent.core.drift import Baseline
 from agent.core.drift.days import Deltas, counts_of, merge
-from agent.core.drift.features import FEATURES, GRIDS, merge_grids
+from agent.core.drift.features import FEATURES, GRIDS, MIXES, merge_grids
 from agent.core.drift.queries import QUERIES, merge_sample
+from agent.core.formats import DRIFT_DAY_ROWS, NewerRow, check_row
 from agent.io.store.damaged import Damaged
 from agent.io.store.database import StoreError
 
 _DAYS = "ragdrift_drift_days"
 _BASELINES = "ragdrift_baselines"
+_KINDS = frozenset({*FEATURES, *MIXES, QUERIES, GRIDS})  # the rows this release reads and writes
 
 
 def days_table(metadata: MetaData) -> Table:
@@ -111,11 +116,11 @@ class DriftStore:
                      .where(d.group_id == group_id, d.day.in_(sorted({day for day, _, _ in keys})))
                      .order_by(d.day, d.app, d.feature))
             found = conn.execute(query.with_for_update() if self.store.postgres else query)
-            stored = self._decoded(((r.day, r.app, r.feature), r.counts) for r in found
-                                   if (r.day, r.app, r.feature) in total)
+            stored = self._for_update(conn, group_id, [((r.day, r.app, r.feature), r.counts) for r in found
+                                                       if (r.day, r.app, r.feature) in total])
             rows = []
             for day, app, feature in keys:
-                counts = stored.get((day, app, feature), {})  # a damaged row: the delta in its place
+                counts = stored.get((day, app, feature), {})  # a damaged row (set aside): the delta in its place
                 delta = total[(day, app, feature)]
                 if feature == QUERIES:  # a bottom-k sample: union, the k smallest keys kept
                     merge_sample(counts, delta)
@@ -148,12 +153,34 @@ class DriftStore:
         return counts_of({k: v for k, v in rows.items() if v}, split)
 
     def _decoded(self, rows: Iterable[tuple[tuple[str, str, str], bytes]]) -> dict[tuple[str, str, str], dict]:
-        """{(day, app, feature): counts} of stored rows, a damaged row skipped and handed to `damaged`."""
+        """{(day, app, feature): counts} of stored rows; a damaged row, a row of a newer format and a
+        feature this release does not know are skipped and handed to `damaged`."""
+        out = {}
+        for key, raw in rows:
+            if key[2] not in _KINDS:
+                self.damaged.skip(_DAYS, key, newer=True)
+                continue
+            try:
+                out[key] = _counts(raw, key[2])
+            except NewerRow:
+                self.damaged.skip(_DAYS, key, newer=True)
+            except ValueError:
+                self.damaged.skip(_DAYS, key)
+        return out
+
+    def _for_update(self, conn: Connection, group_id: str,
+                    rows: Iterable[tuple[tuple[str, str, str], bytes]]) -> dict[tuple[str, str, str], dict]:
+        """The stored rows a checkpoint adds to. A damaged one is set aside first; one of a newer format
+        fails the checkpoint (`StoreError`): adding to it would lose what this release cannot read."""
         out = {}
         for key, raw in rows:
             try:
                 out[key] = _counts(raw, key[2])
+            except NewerRow:
+                raise StoreError(f"{_DAYS} row {key!r} is of a newer release's format: this release does not "
+                                 "add to it (a replica of that release will)") from None
             except ValueError:
+                self.store.set_aside_row(conn, _DAYS, (group_id, *key), raw)
                 self.damaged.skip(_DAYS, key)
         return out
 
@@ -204,6 +231,7 @@ def _counts(raw: bytes, feature: str) -> dict:
     the infinities are not), or not its kind of counts (query terms' sample, grid digests, whole counts
     >= 0 per fine cell or per category)."""
     counts = orjson.loads(raw)
+    check_row(counts, DRIFT_DAY_ROWS)
     if not isinstance(counts, dict):
         raise ValueError("not an object")
     if feature == QUERIES:

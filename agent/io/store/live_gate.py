@@ -24,8 +24,10 @@ here rather than stored, so the tables keep their columns.
 
 A stored row that does not read back (not JSON, or not a row as `add_row`
 writes it) is skipped by every read and handed to `Damaged` with its key; a
-checkpoint adding to it writes the delta in its place, so the row's new
-events are kept and the rest of the checkpoint goes on.
+checkpoint adding to it sets it aside in the store (`ragdrift_set_aside_rows`)
+and writes the delta in its place, so the row's new events are kept and the
+rest of the checkpoint goes on. A row of a newer release's format is skipped
+by reads and never written (agent/core/formats.py).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from sqlalchemy import Column, LargeBinary, MetaData, String, Table, bindparam, 
 from sqlalchemy.engine import Connection
 
 from agent.core.compare.live import COUNTS, MEASURES, DayKey, HeldRows, QueryKey, add_row, empty_row, query_hash
+from agent.core.formats import LIVE_GATE_ROWS, NewerRow, check_row
 from agent.io.store.damaged import Damaged
+from agent.io.store.database import StoreError
 
 _DAYS = "ragdrift_live_days"
 _QUERIES = "ragdrift_live_queries"
@@ -123,10 +127,10 @@ class LiveGateStore:
             query = (select(*columns, c.counts).where(c.group_id == group_id, tuple_(*columns).in_(chunk))
                      .order_by(*columns))
             found = conn.execute(query.with_for_update() if self.store.postgres else query)
-            stored = self._decoded(table, ((tuple(r[:-1]), r[-1]) for r in found), labels)
+            stored = self._for_update(conn, table, group_id, ((tuple(r[:-1]), r[-1]) for r in found), labels)
             params = []
             for key in chunk:
-                row = stored.get(key) or empty_row(labels=labels)  # a damaged row: the delta in its place
+                row = stored.get(key) or empty_row(labels=labels)  # a damaged row (set aside): the delta in its place
                 add_row(row, rows[key], self.examples)
                 params.append({**{f"k_{n}": v for n, v in zip(names, key)}, "g": group_id,
                                "new": orjson.dumps(row)})
@@ -175,7 +179,25 @@ class LiveGateStore:
         for key, raw in rows:
             try:
                 out[key] = _row(raw, labels)
+            except NewerRow:
+                self.damaged.skip(table.name, key, newer=True)
             except ValueError:
+                self.damaged.skip(table.name, key)
+        return out
+
+    def _for_update(self, conn: Connection, table: Table, group_id: str, rows: Iterable[tuple[Any, bytes]],
+                    labels: bool) -> dict[Any, dict[str, Any]]:
+        """The stored rows a checkpoint adds to. A damaged one is set aside first; one of a newer format
+        fails the checkpoint (`StoreError`): adding to it would lose what this release cannot read."""
+        out = {}
+        for key, raw in rows:
+            try:
+                out[key] = _row(raw, labels)
+            except NewerRow:
+                raise StoreError(f"{table.name} row {key!r} is of a newer release's format: this release does "
+                                 "not add to it (a replica of that release will)") from None
+            except ValueError:
+                self.store.set_aside_row(conn, table.name, (group_id, *key), raw)
                 self.damaged.skip(table.name, key)
         return out
 
@@ -219,6 +241,7 @@ def _row(raw: bytes, labels: bool) -> dict[str, Any]:
     """A stored row as `add_row` writes it, or ValueError: not JSON (NaN and the infinities are not),
     or another shape (`labels`: a query row's)."""
     row = orjson.loads(raw)
+    check_row(row, LIVE_GATE_ROWS)
     if not (isinstance(row, dict)
             and all(type(row.get(name)) is int for name in COUNTS)
             and all(_measure(row.get(name)) for name in MEASURES)
