@@ -87,9 +87,16 @@ def test_help_as_a_process():
     assert done.returncode == 0 and b"usage: ragdrift" in done.stdout
 
 
-def test_version(capsys):
+def test_version_names_the_release_and_every_stored_format(capsys):
+    from agent import __version__
+    from agent.core.state import STATE_VERSION
+
     status, out, _ = run(capsys, "--version")
-    assert status == 0 and out.startswith("ragdrift ")
+    lines = out.splitlines()
+    assert status == 0 and lines[:2] == [f"ragdrift {__version__}", "stored and exchanged formats:"]
+    named = {line.split("  ")[1].strip(): line.rsplit("  ", 1)[1] for line in lines[2:]}
+    assert named["checkpoint state"] == f"v{STATE_VERSION} (reads v1 to v{STATE_VERSION})"
+    assert {"drift day rows", "live-gate rows", "baselines", "judgment batches", "events"} <= set(named)
 
 
 def test_no_command_is_a_usage_error(capsys):
