@@ -6,7 +6,8 @@ producer. The queue and the events handed over but not yet acknowledged share
 one bound, in events and in bytes (kafka-python 3 has no memory bound of its
 own), so memory stays bounded however long the broker is away. When the
 bound is reached the newest event is dropped and counted; the app never
-waits and never sees an exception.
+waits and never sees an exception. `close` counts whatever is still held at
+its deadline as dropped `closed`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ DEFAULTS: Mapping[str, Any] = {
     "max_block_ms": 5000,  # a send waits this long for metadata, on the library's thread only
     "bootstrap_timeout_ms": 5000,
     "client_id": "ragdrift-producer",
+    # kafka-python's idempotent producer fails every send for good once a broker that lost its producer ids
+    # (one restarted without storage) refuses the epoch bump; a rare duplicate on a retry is the lesser harm.
+    "enable_idempotence": False,
 }
 RETRY_SECONDS = (0.5, 1, 2, 5, 10, 30)
 
@@ -68,6 +72,7 @@ class Sender:
         self._held_bytes = 0
         self._lock = threading.Condition(threading.Lock())
         self._closing = False
+        self._closed = False  # close() has counted what was held; later outcomes are not counted again
         self._deadline = float("inf")
         self._connected = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ragdrift-producer", daemon=True)
@@ -106,12 +111,18 @@ class Sender:
             self._deadline = time.monotonic() + max(timeout, 0.0)
             self._lock.notify()
         self._thread.join(max(timeout, 0.0) + 1.0)
+        self._drop_held()
+
+    def _drop_held(self) -> None:
+        """Count what is still queued or in flight as dropped `closed`; Kafka's word on it later is not counted."""
         with self._lock:
-            left = len(self._queue)
+            left = self._held_events
             self._queue.clear()
-        if left:
-            with self.counts.lock:
-                self.counts.dropped["closed"] += left
+            self._held_events = self._held_bytes = 0
+            self._closed = True
+            if left:
+                with self.counts.lock:
+                    self.counts.dropped["closed"] += left
 
     # -- the library's thread -------------------------------------------------------
 
@@ -124,16 +135,25 @@ class Sender:
             with self._lock:
                 while not self._queue and not self._closing:
                     self._lock.wait()
-                if not self._queue:
+                if not self._queue or (self._closing and time.monotonic() >= self._deadline):
                     break
                 value = self._queue.popleft()
             self._send(producer, value)
-        remaining = max(self._deadline - time.monotonic(), 0.0)
+        with self._lock:  # what was handed over settles within the deadline, or close() counts it
+            self._lock.wait_for(lambda: self._held_events == 0, timeout=max(self._deadline - time.monotonic(), 0))
+        self._drop_held()
+        self._stop(producer)
+
+    @staticmethod
+    def _stop(producer: KafkaProducer) -> None:
+        from kafka.errors import KafkaError
+
         try:
-            producer.flush(timeout=remaining)
-        except Exception:
-            pass
-        producer.close(timeout=max(self._deadline - time.monotonic(), 0.0))
+            producer.close(timeout=0)
+        except KafkaError:
+            # kafka-python's close flushes first and raises when batches are still in flight, before it would
+            # stop its network thread; stop that thread as its own close would (the batches fail).
+            producer._sender.force_close()
 
     def _connect(self) -> KafkaProducer | None:
         from kafka import KafkaProducer
@@ -163,10 +183,13 @@ class Sender:
 
     def _settled(self, size: int, *, ok: bool) -> None:
         with self._lock:
+            if self._closed:
+                return
             self._held_events -= 1
             self._held_bytes -= size
-        with self.counts.lock:
-            if ok:
-                self.counts.sent += 1
-            else:
-                self.counts.failed += 1
+            self._lock.notify()
+            with self.counts.lock:
+                if ok:
+                    self.counts.sent += 1
+                else:
+                    self.counts.failed += 1
