@@ -14,7 +14,7 @@ producer can match `producer/hashing-vectors.json` byte for byte.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import hmac
 import os
@@ -32,6 +32,10 @@ ID = b"ragdrift.id"
 MIN_KEY_BYTES = 32
 MIN_DISTINCT_BYTES = 8
 DEFAULT_ENV = "RAGDRIFT_HASH_KEY"
+# Group tokens kept per Hasher (names up to 256 characters): every retrieval hashes the user's groups and each
+# result's ACL again, from a small set of names.
+GROUP_CACHE = 4096
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 class HashKeyError(ValueError):
@@ -88,10 +92,11 @@ class HashKey:
 class Hasher:
     """Tokens for one deployment's key."""
 
-    __slots__ = ("_mac",)
+    __slots__ = ("_groups", "_mac")
 
     def __init__(self, key: HashKey) -> None:
         self._mac = hmac.new(key._secret, digestmod=hashlib.sha256)
+        self._groups: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return "Hasher(<key hidden>)"
@@ -102,7 +107,8 @@ class Hasher:
         return mac.digest()
 
     def token(self, domain: bytes, normalized: str) -> str:
-        return base64.urlsafe_b64encode(self._digest(domain, normalized)[:16]).rstrip(b"=").decode()
+        return binascii.b2a_base64(self._digest(domain, normalized)[:16], newline=False)[:22].translate(
+            _URLSAFE).decode("ascii")
 
     def query(self, text: str) -> tuple[str, list[str]]:
         """The query id and the term tokens of a query text."""
@@ -110,7 +116,14 @@ class Hasher:
         return self.token(QUERY, normalized), [self.token(TERM, t) for t in terms(normalized)]
 
     def group(self, name: str) -> str:
-        return self.token(GROUP, normalize(name))
+        token = self._groups.get(name)
+        if token is None:
+            token = self.token(GROUP, normalize(name))
+            if len(name) <= 256:
+                if len(self._groups) >= GROUP_CACHE:
+                    self._groups.clear()
+                self._groups[name] = token
+        return token
 
     def fingerprint(self, text: str) -> str:
         return self._digest(FINGERPRINT, normalize(text))[:8].hex()

@@ -23,8 +23,6 @@ import unicodedata
 
 from ragdrift_producer._letters import RANGES
 
-_SPACE = re.compile(r"\s+")
-
 
 def _term_pattern() -> re.Pattern[str]:
     parts = []
@@ -39,8 +37,11 @@ _TERM = _term_pattern()
 
 
 def normalize(text: str) -> str:
-    """The normalised form of a query, group or ACL entry."""
-    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    """The normalised form of a query, group or ACL entry.
+
+    `str.split()` splits at what `str.isspace` says and drops the ends: one pass, not a regex's.
+    """
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def terms(normalized: str) -> list[str]:
