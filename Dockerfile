@@ -1,6 +1,6 @@
 # The agent's image, as the Helm chart (helm/ragdrift) runs it:
-#   docker build -t REGISTRY/ragdrift:0.1.0 .
-#   docker run --rm REGISTRY/ragdrift:0.1.0 --help
+#   docker build -t REGISTRY/ragdrift:0.2.0 .
+#   docker run --rm REGISTRY/ragdrift:0.2.0 --help
 # Built from this repository's own package with the `confluent` extra (either
 # Kafka client library, as kafka.library chooses); no `demo` extra (no embedded
 # broker). The user is the fixed non-root UID 10001 the chart's

@@ -3,4 +3,4 @@
 The layers, a record's way to `/metrics` and the exactly-once rule: docs/architecture.md.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
