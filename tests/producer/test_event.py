@@ -407,10 +407,15 @@ whens = st.one_of(
                      "9999-12-31T23:59:59-00:00:01", "0001-01-01T00:00:00+23:59", "2026-01-02 03:04:05Z"]),
 )
 ids = st.one_of(st.sampled_from(["c1", "d1", "kb"]), texts, ints, st.uuids())
-groups = st.one_of(
-    st.lists(st.one_of(texts, st.just(MARKER), texts.map(lambda t: t + MARKER)), max_size=4),
-    st.sampled_from([1024, 1025]).map(lambda n: [f"{MARKER}{i}" for i in range(n)]),
-)
+
+
+def _rarely(common: st.SearchStrategy[Any], rare: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """`rare` one time in eight: large lists, kept from crowding out the rest."""
+    return st.integers(0, 7).flatmap(lambda n: rare if n == 0 else common)
+
+
+groups = _rarely(st.lists(st.one_of(texts, st.just(MARKER), texts.map(lambda t: t + MARKER)), max_size=4),
+                 st.sampled_from([1024, 1025]).map(lambda n: [f"{MARKER}{i}" for i in range(n)]))
 labels = st.one_of(st.none(), st.sampled_from(["lexical", "multi_hop", "a:b.c-d"]), texts)
 
 
@@ -434,7 +439,7 @@ FIELDS: dict[type, dict[str, st.SearchStrategy[Any]]] = {
     Pipeline: {name: _optional(texts) for name in ("version", "retriever", "reranker", "embedding_model")},
     Feedback: {"rephrased": st.booleans(), "correction": st.booleans(),
                "thumbs": st.one_of(st.none(), st.sampled_from([-1, 0, 1]), floats),
-               "cited": st.one_of(st.lists(ids, max_size=3), st.just(["c"] * 1001))},
+               "cited": _rarely(st.lists(ids, max_size=3), st.just(["c"] * 1001))},
 }
 simple = result(text=f"the {MARKER} chunk", acl=[MARKER])
 
@@ -450,13 +455,13 @@ def _calls(value: Any) -> st.SearchStrategy[dict[str, Any]]:
          "ts": instants,
          "query": st.one_of(texts.map(lambda t: t + MARKER + t), st.integers(70, 200).map(lambda n: f"{MARKER} w" * n)),
          "user": build(User),
-         "results": st.one_of(st.lists(build(Result), max_size=4),
-                              st.sampled_from([999, 1000, 1001]).map(lambda n: [simple] * n)),
+         "results": _rarely(st.lists(build(Result), max_size=4),
+                            st.sampled_from([999, 1000, 1001]).map(lambda n: [simple] * n)),
          "cutoff_k": ints},
         optional={"query_type": labels, "language": st.one_of(st.sampled_from(["en", "pt-BR", "zh-Hant-TW"]), texts),
                   "pipeline": build(Pipeline), "stages": build(Stages), "latency_ms": floats,
-                  "filters": st.one_of(st.lists(build(Filter), max_size=3),
-                                       st.sampled_from([64, 65]).map(lambda n: [Filter(name=f"f{i}") for i in range(n)])),
+                  "filters": _rarely(st.lists(build(Filter), max_size=3),
+                                     st.sampled_from([64, 65]).map(lambda n: [Filter(name=f"f{i}") for i in range(n)])),
                   "feedback": build(Feedback)},
     )
 
