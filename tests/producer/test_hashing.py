@@ -15,11 +15,15 @@ import hmac
 import json
 import os
 import pickle
+import re
 import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from agent.core.rules import HASH_PATTERN
 from ragdrift_producer import HashKey, HashKeyError, Producer, _letters
 from ragdrift_producer.hashing import FINGERPRINT, GROUP, ID, QUERY, TERM, Hasher
 from ragdrift_producer.normalize import normalize, terms
@@ -46,6 +50,7 @@ RECIPE = {
     "fingerprint": "The first 8 bytes of the HMAC-SHA256 (same key, domain ragdrift.fingerprint, a zero "
                    "byte, the UTF-8 of the normalised chunk text), in lower-case hex (16 characters).",
 }
+AGENT_HASH = re.compile(HASH_PATTERN.removesuffix("$") + r"\Z")
 DOMAINS = {"query": QUERY, "term": TERM, "group": GROUP, "fingerprint": FINGERPRINT, "id": ID}
 
 # (what it shows, input)
@@ -105,10 +110,20 @@ def _document() -> dict[str, object]:
     }
 
 
+def _visible(text: str) -> str:
+    """JSON text with every character that does not print (no-break and other spaces, format
+    characters) as its escape, so no case hides what it holds."""
+    def escape(match: re.Match[str]) -> str:
+        units = match[0].encode("utf-16-be")
+        return "".join(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2))
+
+    return re.sub(r"[^ -~\n]", lambda m: m[0] if m[0].isprintable() else escape(m), text)
+
+
 @pytest.fixture(scope="module")
 def vectors() -> dict:
     if os.environ.get("RAGDRIFT_WRITE_VECTORS") == "1":
-        VECTORS.write_text(json.dumps(_document(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        VECTORS.write_text(_visible(json.dumps(_document(), ensure_ascii=False, indent=2)) + "\n", encoding="utf-8")
     return json.loads(VECTORS.read_text(encoding="utf-8"))
 
 
@@ -186,6 +201,22 @@ def test_the_recipe_alone_reproduces_every_vector(vectors):
         assert _plain_token(key, domains["group"], normalized) == case["group"], case["name"]
         assert _plain_mac(key, domains["fingerprint"], normalized)[:8].hex() == case["fingerprint"], case["name"]
         assert len(case["query_id"]) == 22 and len(case["fingerprint"]) == 16
+
+
+@settings(max_examples=500)
+@given(st.text(st.characters(codec=None), max_size=40))
+def test_the_library_follows_the_recipe_for_any_text(text):
+    """Any text, lone surrogates included: the same normal form and terms as the recipe's plain
+    reading, and tokens the agent takes as hashes (never as raw text or a phone number)."""
+    normalized = normalize(text)
+    assert normalized == _plain_normalize(text)
+    assert terms(normalized) == _plain_terms(normalized)
+    assert normalize(normalized) == normalized
+    hasher = Hasher(HashKey(EXAMPLE_KEY.encode()))
+    query_id, term_tokens = hasher.query(text)
+    for token in (query_id, *term_tokens, hasher.group(text), hasher.identifier(text)[1:]):
+        assert len(token) == 22 and AGENT_HASH.match(token), token
+    assert re.fullmatch(r"[0-9a-f]{16}", hasher.fingerprint(text))
 
 
 def test_one_vector_by_hand():
