@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/drift.py
 	$(BIN)/python bench/instructions.py
 	$(BIN)/python bench/cardinality.py
+	$(BIN)/python bench/producer.py
 	$(BIN)/python bench/scaleout.py
 
 # The agent beside raw consumers and the tools a team would otherwise build on

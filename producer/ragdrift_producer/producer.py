@@ -37,6 +37,8 @@ log = logging.getLogger("ragdrift_producer")
 _APP = re.compile(r"[a-z0-9_-]{1,64}\Z")
 _CURRENT_USER: contextvars.ContextVar[User | None] = contextvars.ContextVar("ragdrift_user", default=None)
 MAX_EVENT_BYTES = 1024 * 1024  # the agent's default `max_bytes`
+# What json.dumps(event, ...) builds on every call with these arguments, built once (it keeps no state).
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 @contextmanager
@@ -120,7 +122,7 @@ class Producer:
                 cutoff_k=cutoff_k or self.cutoff_k, query_type=query_type, language=language,
                 pipeline=pipeline or self.pipeline, stages=stages, filters=filters, latency_ms=latency_ms,
                 feedback=feedback)
-            value = json.dumps(event, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+            value = _JSON.encode(event).encode()
             if len(value) > self.max_event_bytes:
                 raise Dropped("too_large")
         except Dropped as exc:

@@ -90,7 +90,8 @@ class Sender:
                 self._queue.append(value)
                 self._held_events += 1
                 self._held_bytes += size
-                self._lock.notify()
+                if len(self._queue) == 1:  # the library's thread waits only for an empty queue
+                    self._lock.notify()
                 return None
         self.counts.drop(reason)
         return reason
@@ -187,7 +188,8 @@ class Sender:
                 return
             self._held_events -= 1
             self._held_bytes -= size
-            self._lock.notify()
+            if self._closing:  # the library's thread waits for what is in flight only when closing
+                self._lock.notify()
             with self.counts.lock:
                 if ok:
                     self.counts.sent += 1
