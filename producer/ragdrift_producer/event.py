@@ -25,6 +25,8 @@ an invented value.
 | a date or time without an offset | taken as UTC | adjusted `assumed_utc` |
 | a date or time whose offset is not whole minutes | converted to UTC | (none) |
 | an unreadable optional value (date, language, status, thumbs, rank, rerank score, tokens) | left out | adjusted `left_out` |
+| groups, an ACL or cited ids given as one text instead of a list | one item | (none) |
+| a group or ACL entry that is not text or a whole number (None, say) | left out | adjusted `left_out` |
 
 Text is hashed, fingerprinted or counted here and never stored in the event.
 """
@@ -125,10 +127,11 @@ class Builder:
     def _principal(self, user: User) -> dict[str, Any]:
         if not user.tenant:
             raise Dropped("missing_tenant")
-        if len(user.groups) > MAX_GROUPS:
+        groups = self._names(user.groups)
+        if len(groups) > MAX_GROUPS:
             raise Dropped("too_many_groups")
         principal: dict[str, Any] = {"tenant": self._text(user.tenant, 128),
-                                     "groups": [self.hasher.group(str(g)) for g in user.groups]}
+                                     "groups": [self.hasher.group(g) for g in groups]}
         if not user.claims_present:
             principal["claims_present"] = False
         return principal
@@ -168,9 +171,11 @@ class Builder:
         if result.authority:
             out["authority"] = self._text(result.authority, 128)
         if result.acl:
-            if len(result.acl) > MAX_GROUPS:
+            acl = self._names(result.acl)
+            if len(acl) > MAX_GROUPS:
                 raise Dropped("too_many_groups")
-            out["acl"] = [self.hasher.group(str(g)) for g in result.acl]
+            if acl:
+                out["acl"] = [self.hasher.group(g) for g in acl]
         if result.tenant:
             out["tenant"] = self._text(result.tenant, 128)
         tokens = result.tokens
@@ -206,7 +211,7 @@ class Builder:
                 out["thumbs"] = int(feedback.thumbs)
             else:
                 self.adjusted("left_out")
-        cited = list(feedback.cited)
+        cited = [feedback.cited] if isinstance(feedback.cited, str) else list(feedback.cited)
         if len(cited) > MAX_CITED:
             cited = cited[:MAX_CITED]
             self.adjusted("truncated")
@@ -214,6 +219,18 @@ class Builder:
         return out
 
     # -- one rule per kind of value -----------------------------------------------
+
+    def _names(self, values: str | Sequence[object]) -> list[str]:
+        """Group names or ACL entries: one text is one name; an entry that is not a name is left out."""
+        if isinstance(values, str):
+            return [values]
+        names = []
+        for value in values:
+            if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+                names.append(str(value))
+            else:
+                self.adjusted("left_out")
+        return names
 
     def _id(self, value: object, field: str) -> str:
         if isinstance(value, int | UUID) and not isinstance(value, bool):

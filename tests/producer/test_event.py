@@ -173,6 +173,17 @@ def test_more_than_1024_groups_or_acl_entries_are_dropped():
     assert_accepted(encode(built))
 
 
+def test_one_text_where_a_list_belongs_is_one_item_and_entries_that_are_no_names_are_left_out():
+    built, counted = build(user=User(tenant="acme", groups="admins"), results=[result(acl="admins")],
+                           feedback=Feedback(cited="c1"))
+    assert built["principal"]["groups"] == built["results"][0]["acl"] == [HASHER.group("admins")]
+    assert built["feedback"]["cited"] == ["c1"] and not counted
+    built, counted = build(user=User(tenant="acme", groups=["staff", None, 7]), results=[result(acl=[None])])
+    assert built["principal"]["groups"] == [HASHER.group("staff"), HASHER.group("7")]
+    assert "acl" not in built["results"][0] and counted == Counter({"left_out": 2})
+    assert_accepted(encode(built))
+
+
 def test_an_event_larger_than_max_event_bytes_is_dropped_as_too_large():
     """The size rule is the producer's: it encodes, then measures."""
     producer = Producer(app="app", key=KEY, kafka={"bootstrap_servers": "127.0.0.1:9"}, registry=None,
