@@ -16,6 +16,12 @@ while the group is still forming, and talks to the bench in JSON lines:
 - on `stop` (or when its stdin closes) it stops, checkpoints, leaves the group
   and writes `{"stopped": true}`.
 
+With SPEC `{"alone": n}` it is the machine's control instead: the same
+per-event processing (decode, core, judgment queue, drift counts) of n
+generated events in a fresh partition state, with no broker, store or loop.
+It writes `{"ready": true}` once the events are generated, processes them on
+`go` and writes `{"seconds": elapsed, "cpu": CPU seconds}`.
+
 time.monotonic() is the system's monotonic clock, the same in every process,
 so the bench can put the replicas' marks on one time line.
 """
@@ -29,10 +35,16 @@ import time
 
 from kafka import TopicPartition
 
+from agent.core.config import CoreConfig
+from agent.core.drift.days import DriftConfig
+from agent.core.judging import JudgingConfig
+from agent.core.reasons import RejectedEvent
+from agent.core.state import PartitionState
 from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
 from agent.io.settings.drift import DriftSettings
 from agent.io.settings.judgment import JudgmentSettings
 from agent.service import build
+from agent.synth import generate
 
 _said = threading.Lock()
 
@@ -111,5 +123,23 @@ def run(spec: dict) -> None:
     say(stopped=True)
 
 
+def alone(events: int) -> None:
+    lines = list(generate(events, seed=7))
+    state = PartitionState(CoreConfig(), judging=JudgingConfig(salt="bench-scaleout"), drift=DriftConfig())
+    say(ready=True)
+    sys.stdin.readline()  # go
+    began, cpu = time.monotonic(), time.process_time()
+    for line in lines:
+        try:
+            state.process(line)
+        except RejectedEvent:
+            pass
+    say(seconds=time.monotonic() - began, cpu=time.process_time() - cpu)
+
+
 if __name__ == "__main__":
-    run(json.loads(sys.argv[1]))
+    spec = json.loads(sys.argv[1])
+    if "alone" in spec:
+        alone(spec["alone"])
+    else:
+        run(spec)

@@ -82,7 +82,7 @@ class Replica:
     """A bench/replica.py process, and what it has said."""
 
     def __init__(self, spec: dict, said: queue.Queue, index: int, logs: Path):
-        self.log = logs / f"replica-{spec['group']}-{index}.log"
+        self.log = logs / f"replica-{uuid.uuid4().hex[:8]}.log"
         with open(self.log, "wb") as stderr:
             self.proc = subprocess.Popen([sys.executable, str(REPLICA), json.dumps(spec)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1,
@@ -92,7 +92,8 @@ class Replica:
         self.assigned = self.seen = 0
         self.first: tuple[float, float] | None = None  # monotonic time, CPU seconds
         self.last: tuple[float, float] | None = None
-        self.early = self.rebalanced = self.released = False
+        self.early = self.rebalanced = self.released = self.ready = self.done = False
+        self.alone: tuple[float, float] | None = None  # the control's seconds and CPU seconds
         threading.Thread(target=self._read, args=(said, index), daemon=True).start()
 
     def _read(self, said: queue.Queue, index: int) -> None:
@@ -109,6 +110,12 @@ class Replica:
         elif "seen" in message:
             self.seen, self.last = message["seen"], (message["at"], message["cpu"])
             self.early = self.early or message["early"]
+        elif "ready" in message:
+            self.ready = True
+        elif "seconds" in message:
+            self.alone, self.done = (message["seconds"], message["cpu"]), True
+        elif "stopped" in message:
+            self.done = True
 
     def tell(self, order: str) -> None:
         self.released = self.released or order == "go"
@@ -177,11 +184,22 @@ def machine() -> tuple[int, int]:
     return user + nice + system + irq + softirq, steal
 
 
-def sample(replicas: list[Replica], broker: Tansu, postgres: list[int]) -> dict[str, int]:
+def sample(replicas: list[Replica], broker: Tansu) -> dict[str, int]:
     busy, steal = machine()
     assert broker.proc is not None  # started
     return {"replicas": sum(ticks(r.proc.pid) for r in replicas), "tansu": ticks(broker.proc.pid),
-            "postgres": sum(ticks(pid) for pid in postgres), "machine": busy, "steal": steal}
+            "machine": busy, "steal": steal, **{f"postgres {pid}": ticks(pid) for pid in postgres_pids()}}
+
+
+def used(before: dict[str, int], after: dict[str, int], seconds: float) -> dict[str, float]:
+    """Cores busy between two samples, by whom (PostgreSQL: the processes there at both)."""
+    delta = {name: (after[name] - before[name]) / (seconds * HZ) for name in before.keys() & after.keys()}
+    cores = {name: delta[name] for name in ("replicas", "tansu")}
+    cores["postgres"] = sum(v for name, v in delta.items() if name.startswith("postgres "))
+    cores["rest"] = delta["machine"] - sum(cores.values())
+    cores["steal"] = delta["steal"]
+    cores["idle"] = (os.cpu_count() or 1) - delta["machine"] - delta["steal"]
+    return cores
 
 
 def wait_for(replicas: list[Replica], said: queue.Queue, done, seconds: float, what: str) -> None:
@@ -192,9 +210,10 @@ def wait_for(replicas: list[Replica], said: queue.Queue, done, seconds: float, w
             index, message = said.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
             raise SystemExit(f"scaleout: no {what} within {seconds} s") from None
-        if message is None:
+        if message is None and not replicas[index].done:
             raise SystemExit(f"scaleout: waiting for {what}: {replicas[index].failure()}")
-        replicas[index].heard(message)
+        if message is not None:
+            replicas[index].heard(message)
 
 
 def measure(broker: Tansu, admin: str, workload: Workload, count: int, logs: Path) -> Measured:
@@ -209,14 +228,13 @@ def measure(broker: Tansu, admin: str, workload: Workload, count: int, logs: Pat
             share = PARTITIONS // workload.replicas
             wait_for(replicas, said, lambda: all(r.assigned == share for r in replicas), SETTLE_SECONDS,
                      f"settled group ({share} partitions each)")
-            postgres = postgres_pids()
-            before = sample(replicas, broker, postgres)
+            before = sample(replicas, broker)
             released = time.monotonic()
             for replica in replicas:
                 replica.tell("go")
             wait_for(replicas, said, lambda: sum(r.seen for r in replicas) >= count, FINISH_SECONDS,
                      f"end of the {count} events")
-            after = sample(replicas, broker, postgres)
+            after = sample(replicas, broker)
             finished = time.monotonic()
         finally:
             for replica in replicas:
@@ -230,12 +248,25 @@ def measure(broker: Tansu, admin: str, workload: Workload, count: int, logs: Pat
     first = min(start[0] for start, _ in marks)
     last = max(end[0] for _, end in marks)
     cpu = sum(end[1] - start[1] for start, end in marks)
-    window = (finished - released) * HZ
-    used = {name: (after[name] - before[name]) / window for name in before}
-    cores = {**{name: used[name] for name in ("replicas", "tansu", "postgres", "steal")},
-             "rest": used["machine"] - used["replicas"] - used["tansu"] - used["postgres"],
-             "idle": (os.cpu_count() or 1) - used["machine"] - used["steal"]}
-    return Measured(count / (last - first), last - first, count / cpu, [r.seen for r in replicas], cores)
+    return Measured(count / (last - first), last - first, count / cpu, [r.seen for r in replicas],
+                    used(before, after, finished - released))
+
+
+def alone(count: int, processes: int, logs: Path) -> float:
+    """The control: the rate of the agent's per-event processing with no broker, store or loop
+    (bench/replica.py), in `processes` processes at once, each over its share of `count` events."""
+    said: queue.Queue = queue.Queue()
+    children: list[Replica] = []
+    try:
+        children += [Replica({"alone": count // processes}, said, i, logs) for i in range(processes)]
+        wait_for(children, said, lambda: all(c.ready for c in children), SETTLE_SECONDS, "generated events")
+        for child in children:
+            child.tell("go")
+        wait_for(children, said, lambda: all(c.alone for c in children), FINISH_SECONDS, "the control's end")
+    finally:
+        for child in children:
+            child.end()
+    return processes * (count // processes) / max(c.alone[0] for c in children if c.alone)
 
 
 def show(workload: Workload, m: Measured, baseline: float) -> str:
@@ -269,6 +300,7 @@ def main() -> None:
               file=sys.stderr)
         sys.exit(2)
     results: dict[Workload, list[Measured]] = {w: [] for w in WORKLOADS}
+    controls: list[float] = []
     with Tansu() as broker, tempfile.TemporaryDirectory(prefix="ragdrift-scaleout-") as logs:
         broker.create_topic(TOPIC, PARTITIONS)
         broker.create_topic(TOPIC + ".dlq", 1)
@@ -281,6 +313,10 @@ def main() -> None:
               "(start-up and the group join are not measured); cores busy: from the release to the last event")
         for i in range(args.rounds):
             print(f"round {i + 1}, load average {load()}:")
+            one, two = alone(args.events, 1, Path(logs)), alone(args.events, 2, Path(logs))
+            controls.append(two / one)
+            print(f"  {'control: the processing alone, 1 process':<38} {one:>8,.0f} events/s; "
+                  f"2 processes at once {two:,.0f} events/s: the machine gives {two / one:.2f}")
             baseline = 0.0
             for workload in WORKLOADS:
                 m = measure(broker, args.postgres, workload, args.events, Path(logs))
@@ -291,6 +327,9 @@ def main() -> None:
     print(f"load average at the end {load()}")
     print(f"two replicas over one, each round: {', '.join(f'{r:.2f}' for r in ratios)}; "
           f"median {statistics.median(ratios):.2f}; target >= 1.7")
+    print(f"the control (the processing alone, no broker, store or loop), 2 processes over 1, each round: "
+          f"{', '.join(f'{r:.2f}' for r in controls)}; median {statistics.median(controls):.2f}: "
+          f"what the machine gave two processes then")
     print("events per replica CPU-second (per core), median over rounds:")
     for workload in WORKLOADS:
         rates = [m.per_cpu_second for m in results[workload]]
