@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from agent.io.background.judgment import WEEKLY
 from agent.io.background.periodic import new_scheduler
-from agent.io.features import Wiring, built, tables_of
+from agent.io.features import Wiring, built, tables_of, warnings
 from agent.io.features.calibration import ScoreCalibrations
 from agent.io.features.drift import Drift
 from agent.io.features.judgment import Judgment
@@ -65,6 +65,8 @@ def build(settings: Settings, tracer_provider: TracerProvider | None = None) -> 
     store = Store(settings.store.url, settings.store.schema, tables_of(FEATURES))
     scheduler = new_scheduler()
     features = built(FEATURES, Wiring(settings, store, scheduler, JOBS))
+    for warning in warnings(FEATURES, settings):
+        log.warning(warning)  # once, at start: check-config says the same
     client_id = f"ragdrift-{socket.gethostname()}"
     try:
         consumer = broker.consumer(settings.kafka, client_id)

@@ -525,7 +525,7 @@ def test_check_config_ok_masks_secrets(capsys, monkeypatch, tmp_path):
     )
     monkeypatch.setenv("RAGDRIFT_KAFKA__CLIENT__SSL_PASSWORD", "env-secret-value")
     monkeypatch.setenv("RAGDRIFT_KAFKA__GROUP_ID", "from-env")
-    monkeypatch.setenv("RAGDRIFT_JUDGMENT__SALT", "env-salt-value")  # without one, a warning (tests/io/test_unsalted.py)
+    monkeypatch.setenv("RAGDRIFT_JUDGMENT__SALT", "env-salt-value")  # without one, a warning (tests/io/test_feature_warnings.py)
     status, out, err = run(capsys, "check-config", str(config))
     assert status == 0 and err == ""
     assert out.splitlines()[0] == f"{config}: ok"

@@ -40,11 +40,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_config(args: argparse.Namespace) -> int:
-    from agent.io.settings.judgment import unsalted
+    from agent.io.features import warnings
+    from agent.service import FEATURES
 
     settings = settings_from(args.file)
-    warning = unsalted(settings.judgment)
-    if warning:
+    for warning in warnings(FEATURES, settings):
         print(f"ragdrift: warning: {warning}", file=sys.stderr)
     doc = settings.redacted()
     if args.format == "json":

@@ -9,8 +9,11 @@ forgets a partition's rows when its topic was recreated (`forget`), gives
 what a checkpoint's restore needs (`restore_context`), sets up each new or
 restored state (`attach`), renders its collectors, schedules its periodic
 refreshes on the agent's one scheduler and reads its own section of the
-settings. The agent (agent/service.py, agent/runner.py, agent/ownership.py)
-knows features only through this class.
+settings. What a feature reads from another is declared (`needs`), and
+`warnings` names, at start and in `ragdrift check-config`, what a
+configuration loses when that other one is off. The agent
+(agent/service.py, agent/runner.py, agent/ownership.py) knows features only
+through this class.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class Feature(Generic[P]):
 
     name: ClassVar[str]  # its partition feature's name (its outbox slot), or its own when it has none
     tables: ClassVar[tuple[Callable[[MetaData], Table], ...]] = ()
+    # The features it reads from, by name, each with what it loses while that one is off.
+    needs: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, wiring: Wiring) -> None:
         """Built by `built` when `enabled`."""
@@ -57,6 +62,11 @@ class Feature(Generic[P]):
     @staticmethod
     def enabled(settings: Settings) -> bool:
         raise NotImplementedError
+
+    @staticmethod
+    def settings_warnings(settings: Settings) -> list[str]:
+        """What is wrong with its own settings without being an error (it is on)."""
+        return []
 
     def partition(self, group: str, tp: TopicPartition, restore: bool) -> PartitionFeature[P] | None:
         """The partition's core feature, fresh or (`restore`) rebuilt from its rows; None: it has none."""
@@ -97,9 +107,25 @@ def tables_of(features: Sequence[type[Feature[Any]]]) -> tuple[Callable[[MetaDat
 
 
 def built(features: Sequence[type[Feature[Any]]], wiring: Wiring) -> list[Feature[Any]]:
-    """The features the settings enable, in their order; two of one name raise ValueError."""
+    """The features the settings enable, in their order; two of one name, or a need naming no feature,
+    raise ValueError."""
     names = [feature.name for feature in features]
     if len(set(names)) != len(names):
         raise ValueError(f"two features of one name: {names}")
+    unknown = sorted({need for feature in features for need in feature.needs} - set(names))
+    if unknown:
+        raise ValueError(f"features needed but not known: {unknown}")
     return [feature(wiring) for feature in features if feature.enabled(wiring.settings)]
+
+
+def warnings(features: Sequence[type[Feature[Any]]], settings: Settings) -> list[str]:
+    """What the enabled features lose under these settings: their own settings' warnings, and each
+    feature they need that is off. Not errors: the agent runs, and says so at start and in check-config."""
+    on = {feature.name for feature in features if feature.enabled(settings)}
+    out = []
+    for feature in features:
+        if feature.name in on:
+            out += feature.settings_warnings(settings)
+            out += [f"{feature.name}: {need} is off: {lost}" for need, lost in feature.needs.items() if need not in on]
+    return out
 

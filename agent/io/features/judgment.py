@@ -3,30 +3,36 @@ in each checkpoint, its figures and the weekly batch (agent/io/background/judgme
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 from kafka import TopicPartition
 
 from agent.core.judging import JudgmentIntake, QueueRows
 from agent.io.background.judgment import WEEKLY, JudgmentCollector, JudgmentJobs
 from agent.io.features import Feature, Wiring
+from agent.io.features.drift import Drift
 from agent.io.settings.agent import Settings
 from agent.io.settings.judgment import judging_config, unsalted
 from agent.io.store import qrels, queue
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
 
-log = logging.getLogger("ragdrift.batch")
-
 
 class Judgment(Feature[QueueRows]):
     name = JudgmentIntake.name
     tables = (*queue.TABLES, *qrels.TABLES)
+    needs: ClassVar[Mapping[str, str]] = {
+        Drift.name: "the risk signals new_terms and rare_slice never fire: they read its frozen baseline"}
 
     @staticmethod
     def enabled(settings: Settings) -> bool:
         return settings.judgment.enabled
+
+    @staticmethod
+    def settings_warnings(settings: Settings) -> list[str]:
+        warning = unsalted(settings.judgment)
+        return [warning] if warning else []
 
     def __init__(self, wiring: Wiring):
         settings = wiring.settings
@@ -56,7 +62,4 @@ class Judgment(Feature[QueueRows]):
         return [JudgmentCollector(self.jobs)]
 
     def start(self) -> None:
-        warning = unsalted(self.settings.judgment)
-        if warning:
-            log.warning(warning)  # once, at start: check-config says the same
         self.jobs.start()
