@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from types import MappingProxyType
 
 import pytest
 import yaml
@@ -54,7 +55,7 @@ def test_the_agent_logs_each_warning_once_when_built(tmp_path, broker, caplog):
 def test_a_need_naming_no_feature_is_refused():
     class Lonely(Feature):
         name = "lonely"
-        needs = {"nowhere": "everything"}
+        needs = MappingProxyType({"nowhere": "everything"})
 
         @staticmethod
         def enabled(settings) -> bool:
