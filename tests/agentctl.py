@@ -65,10 +65,13 @@ def agent_config(bootstrap: str, topic: str, dlq: str, group: str, store_url: st
 
 
 class AgentProcess:
-    """One `ragdrift run` child process."""
+    """One `ragdrift run` child process: this checkout's agent, or with `python` the agent installed in
+    another interpreter's environment (another release's venv), run outside this checkout without its
+    PYTHONPATH, so that it cannot import this checkout's code."""
 
-    def __init__(self, config: dict):
+    def __init__(self, config: dict, python: Path | None = None):
         self.config = config
+        self.python = python
         self.port = config["metrics"]["port"]
         self.dir = Path(tempfile.mkdtemp(prefix="ragdrift-agent-"))
         self.config_path = self.dir / "ragdrift.yaml"
@@ -81,12 +84,16 @@ class AgentProcess:
 
     def launch(self) -> AgentProcess:
         """Start the process without waiting for it (to start several at once)."""
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        if self.python is None:
+            python, cwd, env = sys.executable, ROOT, dict(os.environ, PYTHONPATH=str(ROOT))
+        else:
+            python, cwd = self.python, self.dir
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
         env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agent.cli", "run", "--config", str(self.config_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
+                [str(python), "-m", "agent.cli", "run", "--config", str(self.config_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
             )
         return self
 
