@@ -1,8 +1,9 @@
 """What the app hands over per retrieval: plain values, its own words.
 
 Texts given here (the query, a chunk's `text`, group names) are hashed,
-fingerprinted and counted in the app's process, then dropped; only the
-recorder, if the app gives one, keeps them, where the app keeps its own data.
+fingerprinted and counted in the app's process, then dropped (the hasher
+keeps the last few thousand group names in memory beside their tokens); only
+the recorder, if the app gives one, keeps them, where the app keeps its own data.
 """
 
 from __future__ import annotations
