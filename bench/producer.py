@@ -86,11 +86,18 @@ def parts(producer: Producer, kwargs: list[dict[str, Any]], values: list[bytes],
     return {name: min(timed(call, n)[1] for _ in range(3)) for name, call in calls.items()}
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse reports anything else in one line, exit 2)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a whole number of at least 1: {text!r}")
+    return int(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20000, help="calls per round")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--distinct", type=int, default=200, help="different retrievals, used in turn")
+    parser.add_argument("--calls", type=positive, default=20000, help="calls per round")
+    parser.add_argument("--rounds", type=positive, default=3)
+    parser.add_argument("--distinct", type=positive, default=200, help="different retrievals, used in turn")
     args = parser.parse_args()
     kwargs = retrievals(args.distinct)
     with Tansu() as broker:
