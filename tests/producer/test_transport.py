@@ -22,16 +22,17 @@ from agent.demo.broker import Tansu
 from agent.demo.process import free_port, wait_until
 from ragdrift_producer import Dropped, HashKey, Producer, Result, Stats, User
 from ragdrift_producer.metrics import _COLLECTORS
-from tests.services import poll_records
+from tests.services import poll_records, unique_name
 
 pytestmark = pytest.mark.broker
 
 KEY = HashKey(b"0123456789abcdef0123456789abcdef")
 USER = User(tenant="acme", groups=["support", "emea"])
 TS = datetime(2026, 12, 7, 9, 30, tzinfo=UTC)
-# Short kafka-python timeouts, so that a broker that is away is noticed within a second or two.
-FAST = {"max_block_ms": 1000, "bootstrap_timeout_ms": 1000, "request_timeout_ms": 1000,
-        "delivery_timeout_ms": 2000, "linger_ms": 5, "retry_backoff_ms": 50,
+# kafka-python's timeouts, short where a broker that is away is waited for (a first connection, a delivery),
+# long enough where a loaded machine should not fail a healthy send (a metadata wait, a request).
+FAST = {"bootstrap_timeout_ms": 1000, "max_block_ms": 10_000, "request_timeout_ms": 3000,
+        "delivery_timeout_ms": 5000, "linger_ms": 5, "retry_backoff_ms": 50,
         "reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 200}
 
 
@@ -41,7 +42,7 @@ def results(n: int = 3) -> list[Result]:
 
 
 def producer(bootstrap: str, topic: str, **options) -> Producer:
-    kafka = {"bootstrap_servers": bootstrap, **FAST, **options.pop("kafka", {})}
+    kafka = {"bootstrap_servers": bootstrap, "client_id": unique_name("producer"), **FAST, **options.pop("kafka", {})}
     options.setdefault("registry", None)
     return Producer(app="tests", key=KEY, kafka=kafka, topic=topic, **options)
 
@@ -94,8 +95,10 @@ def start(started: list[Tansu], binary: str, port: int | None = None) -> Tansu:
     return b.start()
 
 
-def library_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("ragdrift-producer")]
+def stopped(p: Producer) -> bool:
+    """Whether the producer's thread and its kafka-python network thread have ended."""
+    network = f"{p._sender.kafka['client_id']}-network-thread"
+    return not p._sender._thread.is_alive() and all(t.name != network for t in threading.enumerate())
 
 
 # -- delivery ---------------------------------------------------------------------------
@@ -113,7 +116,7 @@ def test_events_arrive_on_the_topic_and_close_sends_what_is_queued(broker, make_
     assert {e["schema"] for e in events} == {"retrieval.v1"}
     assert {e["app"] for e in events} == {"tests"}
     assert all(len(e["results"]) == 3 for e in events)
-    wait_until(lambda: not library_threads(), 10, 0.05, "the library's threads stopped")
+    wait_until(lambda: stopped(p), 10, 0.05, "the library's threads stopped")
     assert p.retrieval(query="after close", user=USER, results=results()) is None
     assert p.stats().dropped == {"closed": 1}
 
@@ -251,8 +254,7 @@ def test_a_broker_stopped_and_restarted(tansu_bin, private_broker):
 
 def test_a_producer_built_while_the_broker_is_down_sends_once_it_is_up(tansu_bin, private_broker):
     port = free_port()
-    p = producer(f"127.0.0.1:{port}", "late", max_queue_events=100,
-                 kafka={"max_block_ms": 10_000})  # the topic is made just after the broker is up
+    p = producer(f"127.0.0.1:{port}", "late", max_queue_events=100)
     try:
         assert not p.connected
         ids = [call(p, n) for n in range(10)]
@@ -277,7 +279,7 @@ def test_close_with_kafka_never_reached_drops_what_is_queued_as_closed(dead):
         call(p, n)
     stats = p.close(0.5)
     assert stats.dropped == {"closed": 20} and (stats.queued_events, stats.queued_bytes) == (0, 0)
-    wait_until(lambda: not library_threads(), 10, 0.05, "the library's threads stopped")
+    wait_until(lambda: stopped(p), 10, 0.05, "the library's threads stopped")
 
 
 def test_close_with_the_broker_gone_counts_what_is_in_flight_as_closed(tansu_bin, private_broker):
@@ -295,7 +297,7 @@ def test_close_with_the_broker_gone_counts_what_is_in_flight_as_closed(tansu_bin
     assert (stats.queued_events, stats.queued_bytes) == (0, 0)
     # kafka-python's network thread is stopped too, not left reconnecting, and what it
     # reports of the aborted batches is not counted a second time.
-    wait_until(lambda: not library_threads(), 10, 0.05, "the library's threads stopped")
+    wait_until(lambda: stopped(p), 10, 0.05, "the library's threads stopped")
     assert p.stats() == stats
 
 
