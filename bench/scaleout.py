@@ -252,9 +252,10 @@ def measure(broker: Tansu, admin: str, workload: Workload, count: int, logs: Pat
                     used(before, after, finished - released))
 
 
-def alone(count: int, processes: int, logs: Path) -> float:
+def alone(count: int, processes: int, logs: Path) -> tuple[float, float]:
     """The control: the rate of the agent's per-event processing with no broker, store or loop
-    (bench/replica.py), in `processes` processes at once, each over its share of `count` events."""
+    (bench/replica.py), in `processes` processes at once, each over its share of `count` events;
+    and its events per CPU-second."""
     said: queue.Queue = queue.Queue()
     children: list[Replica] = []
     try:
@@ -266,7 +267,9 @@ def alone(count: int, processes: int, logs: Path) -> float:
     finally:
         for child in children:
             child.end()
-    return processes * (count // processes) / max(c.alone[0] for c in children if c.alone)
+    done = [c.alone for c in children if c.alone]
+    events = processes * (count // processes)
+    return events / max(seconds for seconds, _ in done), events / sum(cpu for _, cpu in done)
 
 
 def show(workload: Workload, m: Measured, baseline: float) -> str:
@@ -313,10 +316,11 @@ def main() -> None:
               "(start-up and the group join are not measured); cores busy: from the release to the last event")
         for i in range(args.rounds):
             print(f"round {i + 1}, load average {load()}:")
-            one, two = alone(args.events, 1, Path(logs)), alone(args.events, 2, Path(logs))
+            (one, one_cpu), (two, two_cpu) = alone(args.events, 1, Path(logs)), alone(args.events, 2, Path(logs))
             controls.append(two / one)
-            print(f"  {'control: the processing alone, 1 process':<38} {one:>8,.0f} events/s; "
-                  f"2 processes at once {two:,.0f} events/s: the machine gives {two / one:.2f}")
+            print(f"  {'control: the processing alone, 1 process':<38} {one:>8,.0f} events/s "
+                  f"({one_cpu:,.0f} per CPU-second); 2 processes at once {two:,.0f} events/s ({two_cpu:,.0f} per "
+                  f"CPU-second): the machine gives {two / one:.2f}")
             baseline = 0.0
             for workload in WORKLOADS:
                 m = measure(broker, args.postgres, workload, args.events, Path(logs))
