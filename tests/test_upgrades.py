@@ -29,6 +29,7 @@ from kafka import KafkaProducer
 from sqlalchemy import func, select
 
 from agent import synth
+from agent.core.decoder import decode
 from agent.core.drift.days import counts_of, merge
 from agent.core.partitions import Outbox
 from agent.core.reasons import RejectedEvent
@@ -186,15 +187,16 @@ def group(broker, pg_url):
     made.stop()
 
 
-def _valid(records) -> list:
-    out = []
+def _valid(records) -> int:
+    """How many of `records` are events (not rejected)."""
+    count = 0
     for record in records:
         try:
-            PartitionState(CORE).process(record.value)
+            decode(record.value)
         except RejectedEvent:
             continue
-        out.append(record)
-    return out
+        count += 1
+    return count
 
 
 def _rows_of(records: list, start: int, settings) -> tuple[dict, Outbox]:
@@ -205,13 +207,18 @@ def _rows_of(records: list, start: int, settings) -> tuple[dict, Outbox]:
     for record in records[:start]:
         _process(state, record)
     stored = orjson.loads(orjson.dumps(state.to_dict()))
-    state = PartitionState.from_dict(CORE, stored, judging=judging_config(settings.judgment),
-                                     drift=drift_config(settings.drift))
+    state = PartitionState.from_dict(CORE, stored, **_features(settings))
     for record in records[start:]:
         _process(state, record)
     rows = Outbox()
     rows.take(state)
     return state.totals(), rows
+
+
+def _features(settings) -> dict:
+    """The configurations of the judgment queue and the drift days, by their features' names."""
+    configs = (judging_config(settings.judgment), drift_config(settings.drift))
+    return {config.partition().name: config for config in configs}
 
 
 def _process(state: PartitionState, record) -> None:
@@ -225,12 +232,13 @@ def _assert_rows(group: Group, records: dict[int, list], starts: dict[int, int])
     """Candidates per partition and drift days over the group are a replay's, counted from `starts`."""
     settings = load(group.started[-1].config_path)
     days: dict = {}
+    judgment, days_of = _features(settings)  # the features' names
     with Store(group.url, None, (*queue.TABLES, *drift.TABLES)) as store:
         stored_queue = queue.Queue(store)
         for p, recs in records.items():
             _, rows = _rows_of(recs, starts[p], settings)
-            merge(days, {key: dict(counts) for key, counts in rows.drift.items()})
-            want = {(c.week, c.stratum, c.event_id): c for c in rows.judging.added.values()}
+            merge(days, {key: dict(n) for key, n in rows.held[days_of].items()})
+            want = {(c.week, c.stratum, c.event_id): c for c in rows.held[judgment].added.values()}
             got = {(c.week, c.stratum, c.event_id): c for c in stored_queue.partition_candidates(group.group,
                                                                                                  group.topic, p)}
             assert want, f"partition {p}: a replay keeps candidates"
@@ -240,7 +248,7 @@ def _assert_rows(group: Group, records: dict[int, list], starts: dict[int, int])
         assert stored_days == counts_of(days), "drift days differ from a replay's"
         counted = sum(n for apps in stored_days.values() for counts in apps.values()
                       for n in counts.numeric.get("result_count", {}).values())  # one per event
-        assert counted == sum(len(_valid(recs[starts[p]:])) for p, recs in records.items())
+        assert counted == sum(_valid(recs[starts[p]:]) for p, recs in records.items())
         aside = store.read(select(func.count()).select_from(store.set_aside_states))[0][0]
         assert aside == 0, "a checkpoint was set aside"
 
