@@ -5,11 +5,14 @@
     producer.retrieval(query=text, user=User(tenant="acme", groups=groups), results=[...])
     producer.close()
 
-`retrieval` builds, hashes, encodes and queues the event on the calling
-thread, and returns at once; sending happens on the library's own thread.
-It never raises into the app: what it cannot send is dropped and counted
-(`stats()`, and `ragdrift_producer_*` on the app's prometheus-client
-registry). `strict=True`, for tests, raises `Dropped` instead.
+`retrieval` captures the call's values and queues them, and returns at
+once: the library's own thread builds, hashes, fingerprints, encodes,
+records and sends the event, so the app's request pays microseconds (the
+texts stay in the process, in the queue, until then). It never raises into
+the app: what it cannot send is dropped and counted (`stats()`, and
+`ragdrift_producer_*` on the app's prometheus-client registry).
+`strict=True`, for tests, builds on the calling thread and raises `Dropped`
+instead.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ragdrift_producer.event import Builder, Dropped
 from ragdrift_producer.hashing import Hasher, HashKey
@@ -54,6 +57,33 @@ def user_context(user: User) -> Iterator[User]:
 
 def current_user() -> User | None:
     return _CURRENT_USER.get()
+
+
+class _Call(NamedTuple):
+    """One retrieval's values as the app gave them, until the library's thread builds its event."""
+
+    event_id: str
+    ts: datetime
+    query: str
+    user: User | None
+    results: tuple[Result, ...]
+    cutoff_k: int
+    query_type: str | None
+    language: str | None
+    stages: Stages | None
+    filters: tuple[Filter, ...]
+    pipeline: Pipeline | None
+    latency_ms: float | None
+    feedback: Feedback | None
+
+
+def _size(call: _Call) -> int:
+    """About the memory a queued call holds: its texts, and a little for each value."""
+    texts = len(call.query) if isinstance(call.query, str) else 0
+    for result in call.results:
+        text = getattr(result, "text", None)
+        texts += len(text) if isinstance(text, str) else 0
+    return texts + 256 * (len(call.results) + 2)
 
 
 @dataclass(frozen=True)
@@ -94,7 +124,7 @@ class Producer:
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(6)
         self._sender = Sender(topic, kafka, max_events=max_queue_events, max_bytes=max_queue_bytes,
-                              counts=self._counts)
+                              counts=self._counts, prepare=self._prepare)
         if registry is not None:
             from ragdrift_producer.metrics import export
 
@@ -108,42 +138,65 @@ class Producer:
                   stages: Stages | None = None, filters: Sequence[Filter] = (), pipeline: Pipeline | None = None,
                   latency_ms: float | None = None, feedback: Feedback | None = None, ts: datetime | None = None,
                   event_id: str | None = None) -> str | None:
-        """Queue the event of one retrieval; its event id, or None when it was dropped.
+        """Queue one retrieval; its event id, or None when it was dropped at once (queue full, closed).
 
-        `user` defaults to the one `user_context` set for this request.
+        `user` defaults to the one `user_context` set for this request, `ts` to now. The event is
+        built on the library's thread: one its values cannot make is dropped there and counted in
+        `stats()`. With `strict`, it is built here, and any drop raises `Dropped`.
         """
         try:
-            user = user or _CURRENT_USER.get()
-            if user is None:
-                raise Dropped("missing_tenant")
-            event_id = event_id or f"{self._prefix}-{next(self._ids)}"
-            event = self._builder.event(
-                event_id=event_id, ts=ts or datetime.now(UTC), query=query, user=user, results=results,
-                cutoff_k=cutoff_k or self.cutoff_k, query_type=query_type, language=language,
-                pipeline=pipeline or self.pipeline, stages=stages, filters=filters, latency_ms=latency_ms,
-                feedback=feedback)
-            value = _JSON.encode(event).encode()
-            if len(value) > self.max_event_bytes:
-                raise Dropped("too_large")
-        except Dropped as exc:
-            self._counts.drop(exc.reason)
-            if self.strict:
-                raise
-            return None
-        except Exception as exc:
+            call = _Call(event_id or f"{self._prefix}-{next(self._ids)}", ts or datetime.now(UTC), query,
+                         user or _CURRENT_USER.get(), tuple(results), cutoff_k or self.cutoff_k, query_type,
+                         language, stages, tuple(filters), pipeline or self.pipeline, latency_ms, feedback)
+        except TypeError:  # results or filters that are no sequence
             self._counts.drop("invalid_input")
-            log.warning("ragdrift producer: an event could not be built (%s)", type(exc).__name__)
             if self.strict:
-                raise Dropped("invalid_input") from exc
+                raise Dropped("invalid_input") from None
             return None
-        if self.recorder is not None:
-            self._record(event, query, results)
-        reason = self._sender.put(value)
+        if self.strict:
+            try:
+                value = self._built(call)
+            except Dropped as exc:
+                self._counts.drop(exc.reason)
+                raise
+            reason = self._sender.put(value, len(value))
+        else:
+            reason = self._sender.put(call, _size(call))
         if reason is not None:
             if self.strict:
                 raise Dropped(reason)
             return None
-        return event_id
+        return call.event_id
+
+    def _prepare(self, call: _Call) -> bytes | None:
+        """On the library's thread: the call's event, or None when it is dropped (counted)."""
+        try:
+            return self._built(call)
+        except Dropped as exc:
+            self._counts.drop(exc.reason)
+            return None
+
+    def _built(self, call: _Call) -> bytes:
+        """The call's event, encoded, with its texts recorded; `Dropped` when its values cannot make one."""
+        try:
+            if call.user is None:
+                raise Dropped("missing_tenant")
+            event = self._builder.event(
+                event_id=call.event_id, ts=call.ts, query=call.query, user=call.user, results=call.results,
+                cutoff_k=call.cutoff_k, query_type=call.query_type, language=call.language,
+                pipeline=call.pipeline, stages=call.stages, filters=call.filters, latency_ms=call.latency_ms,
+                feedback=call.feedback)
+            value = _JSON.encode(event).encode()
+        except Dropped:
+            raise
+        except Exception as exc:
+            log.warning("ragdrift producer: an event could not be built (%s)", type(exc).__name__)
+            raise Dropped("invalid_input") from exc
+        if len(value) > self.max_event_bytes:
+            raise Dropped("too_large")
+        if self.recorder is not None:
+            self._record(event, call.query, call.results)
+        return value
 
     def _record(self, event: dict[str, Any], query: str, results: Sequence[Result]) -> None:
         assert self.recorder is not None

@@ -1,11 +1,14 @@
 """Getting events to Kafka without ever holding up the app.
 
-The calling thread only appends the encoded event to a queue. One thread of
-the library's own takes events from it and hands them to a kafka-python
-producer. The queue and the events handed over but not yet acknowledged share
-one bound, in events and in bytes (kafka-python 3 has no memory bound of its
-own), so memory stays bounded however long the broker is away. When the
-bound is reached the newest event is dropped and counted; the app never
+The calling thread only appends an item to a queue: a retrieval's values as
+the app gave them, or (in strict mode) its encoded event. One thread of the
+library's own takes items from it, turns each into the event's bytes
+(`prepare`: build, hash, fingerprint, encode; None when the event is dropped)
+and hands them to a kafka-python producer. The queue and the events handed
+over but not yet acknowledged share one bound, in events and in bytes (each
+item's size as the caller estimates it; kafka-python 3 has no memory bound
+of its own), so memory stays bounded however long the broker is away. When
+the bound is reached the newest event is dropped and counted; the app never
 waits and never sees an exception. `close` counts whatever is still held at
 its deadline as dropped `closed`.
 """
@@ -17,7 +20,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -61,13 +64,14 @@ class Sender:
     """A bounded queue drained into kafka-python by one background thread."""
 
     def __init__(self, topic: str, kafka: Mapping[str, Any], *, max_events: int, max_bytes: int,
-                 counts: Counts) -> None:
+                 counts: Counts, prepare: Callable[[Any], bytes | None]) -> None:
         self.topic = topic
         self.kafka = {**DEFAULTS, **kafka}
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.counts = counts
-        self._queue: deque[bytes] = deque()
+        self.prepare = prepare
+        self._queue: deque[tuple[Any, int]] = deque()
         self._held_events = 0  # queued or in flight
         self._held_bytes = 0
         self._lock = threading.Condition(threading.Lock())
@@ -78,16 +82,15 @@ class Sender:
         self._thread = threading.Thread(target=self._run, name="ragdrift-producer", daemon=True)
         self._thread.start()
 
-    def put(self, value: bytes) -> str | None:
-        """Queue one encoded event; the reason it was dropped, or None."""
-        size = len(value)
+    def put(self, item: Any, size: int) -> str | None:
+        """Queue one item of about `size` bytes; the reason it was dropped, or None."""
         with self._lock:
             if self._closing:
                 reason = "closed"
             elif self._held_events >= self.max_events or self._held_bytes + size > self.max_bytes:
                 reason = "queue_full"
             else:
-                self._queue.append(value)
+                self._queue.append((item, size))
                 self._held_events += 1
                 self._held_bytes += size
                 if len(self._queue) == 1:  # the library's thread waits only for an empty queue
@@ -138,8 +141,12 @@ class Sender:
                     self._lock.wait()
                 if not self._queue or (self._closing and time.monotonic() >= self._deadline):
                     break
-                value = self._queue.popleft()
-            self._send(producer, value)
+                item, size = self._queue.popleft()
+            value = item if isinstance(item, bytes) else self.prepare(item)
+            if value is None:  # dropped by `prepare`, and counted there
+                self._settled(size, ok=None)
+            else:
+                self._send(producer, value, size)
         with self._lock:  # what was handed over settles within the deadline, or close() counts it
             self._lock.wait_for(lambda: self._held_events == 0, timeout=max(self._deadline - time.monotonic(), 0))
         self._drop_held()
@@ -172,8 +179,7 @@ class Sender:
                     return None
         raise AssertionError("unreachable")
 
-    def _send(self, producer: KafkaProducer, value: bytes) -> None:
-        size = len(value)
+    def _send(self, producer: KafkaProducer, value: bytes, size: int) -> None:
         try:
             future = producer.send(self.topic, value=value)
         except Exception:
@@ -182,7 +188,8 @@ class Sender:
         future.add_callback(lambda _meta: self._settled(size, ok=True))
         future.add_errback(lambda _exc: self._settled(size, ok=False))
 
-    def _settled(self, size: int, *, ok: bool) -> None:
+    def _settled(self, size: int, *, ok: bool | None) -> None:
+        """An item left the bound: sent (`ok`), failed, or (None) never an event."""
         with self._lock:
             if self._closed:
                 return
@@ -190,6 +197,8 @@ class Sender:
             self._held_bytes -= size
             if self._closing:  # the library's thread waits for what is in flight only when closing
                 self._lock.notify()
+            if ok is None:
+                return
             with self.counts.lock:
                 if ok:
                     self.counts.sent += 1

@@ -143,8 +143,11 @@ def test_strict_raises_dropped_for_a_bad_event_and_a_full_queue(dead):
         p.close(0)
 
 
-def test_non_strict_never_raises(dead):
-    p = producer(dead, "t", max_queue_events=2)
+def test_non_strict_never_raises_and_counts_each_drop_where_it_happens(broker, make_topic):
+    """A call returns at once: values no event can be made of are dropped on the library's thread
+    (counted there, nothing sent), values that are no sequence and a full queue at once (None)."""
+    topic = make_topic()
+    p = producer(broker.bootstrap, topic)
     hostile = [
         {"query": None, "user": USER, "results": results()},
         {"query": "q", "results": results()},
@@ -154,15 +157,22 @@ def test_non_strict_never_raises(dead):
         {"query": "q", "user": User(tenant="acme", groups=["g"] * 5000), "results": results()},
     ]
     try:
-        for kwargs in hostile:
-            assert p.retrieval(**kwargs) is None
-        assert call(p, 1) and call(p, 2)
-        assert call(p, 3) is None
+        assert all(p.retrieval(**kwargs) is not None for kwargs in hostile)
+        assert p.retrieval(query="q", user=USER, results=5) is None  # type: ignore[arg-type]
+        assert call(p, 1) == "e0000001"
+        wait_until(lambda: p.stats().sent == 1, 30, 0.02, "the good event sent")
         stats = p.stats()
-        assert sum(stats.dropped.values()) == len(hostile) + 1 and stats.dropped["queue_full"] == 1
-        assert calls(stats) == len(hostile) + 3
+        assert stats.dropped == {"invalid_query": 1, "missing_tenant": 1, "invalid_input": 3,
+                                 "missing_chunk_id": 1, "too_many_groups": 1}
+        assert [e["event_id"] for e in consumed(broker.bootstrap, topic, count=1)] == ["e0000001"]
     finally:
-        p.close(0)
+        p.close(5)
+    full = producer(f"127.0.0.1:{free_port()}", "t", max_queue_events=2)
+    try:
+        assert call(full, 1) and call(full, 2) and call(full, 3) is None
+        assert full.stats().dropped == {"queue_full": 1}
+    finally:
+        full.close(0)
 
 
 # -- the bound --------------------------------------------------------------------------------
