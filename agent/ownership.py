@@ -131,11 +131,11 @@ class Ownership:
 
     def _joined(self, dirty: list[TopicPartition]) -> list:
         """What the checkpoint writes beside the offsets: each feature's rows from the partitions'
-        outbox slots (taken first: see `_checkpoint_of`); a feature without a partition part has none."""
+        outbox holders (taken first: see `_checkpoint_of`); a feature without a partition part has none."""
         group = self.kafka.group_id
         joined = []
         for f in self.features:
-            held = [(tp, slot) for tp in dirty if (slot := self.owned[tp].outbox.held.get(f.name)) is not None]
+            held = [(tp, holder) for tp in dirty if (holder := self.owned[tp].outbox.held.get(f.name)) is not None]
             if held:
                 joined += f.writes(group, held)
         return joined

@@ -23,7 +23,7 @@ from agent.core.calibrated import Active
 from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.drift.days import DriftConfig
-from agent.core.judging import JudgingConfig
+from agent.core.judgment import JudgmentConfig
 from agent.core.judgments.calibration import ScoreFit
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
@@ -86,11 +86,11 @@ def checkpointed(state: PartitionState) -> Step:
 
 
 def with_judging() -> Step:
-    return checkpointed(PartitionState(CoreConfig(), judging=JudgingConfig()))  # as the agent runs it
+    return checkpointed(PartitionState(CoreConfig(), judgment=JudgmentConfig()))  # as the agent runs it
 
 
 def with_drift() -> Step:
-    return checkpointed(PartitionState(CoreConfig(), judging=JudgingConfig(), drift=DriftConfig()))
+    return checkpointed(PartitionState(CoreConfig(), judgment=JudgmentConfig(), drift=DriftConfig()))
 
 
 def calibrations_for(lines: list[bytes]) -> Active:

@@ -50,7 +50,7 @@ def main() -> None:
         state = PartitionState(CoreConfig(), drift=DriftConfig())
         for line in generate(args.per_day, seed=d, start=DAY0 + timedelta(days=d), rate=args.per_day / 86400):
             state.process(line)
-        days.update(counts_of(state.drift.take()))
+        days.update(counts_of(state.feature("drift").take()))
     baseline = freeze(days, "bench")
     assert baseline.queries is not None, "the days sampled no query terms"
     shared = SharedVocabulary(baseline.version, baseline.queries.vocabulary)
@@ -60,7 +60,7 @@ def main() -> None:
     for p in range(args.partitions):
         lines = list(generate(args.per_partition, seed=100 + p, start=start, rate=args.per_partition / 3600))
         state = PartitionState(CoreConfig(), shared, drift=DriftConfig())
-        drift = cast(DriftDays, state.drift)
+        drift = cast(DriftDays, state.feature("drift"))
         drift.queries = baseline.queries  # as the drift feature's `attach` leaves it: query clusters counted live
         t = time.perf_counter()
         for i, line in enumerate(lines):
@@ -72,7 +72,7 @@ def main() -> None:
         states.append(state)
     rate = events / elapsed
     now = (start + timedelta(hours=1)).timestamp() - 1
-    drifts = [s.drift for s in states]
+    drifts = [cast(DriftDays, s.feature("drift")) for s in states]
 
     def sub_day():
         for counts in recent_windows(drifts, now).values():

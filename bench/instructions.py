@@ -29,7 +29,7 @@ import orjson
 
 from agent.core.config import CoreConfig
 from agent.core.drift.days import DriftConfig
-from agent.core.judging import JudgingConfig
+from agent.core.judgment import JudgmentConfig
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.synth import generate
@@ -52,7 +52,7 @@ def workload(name: str):
     if name == "orjson":
         return orjson.loads
     state = PartitionState(CoreConfig(by_pipeline_version=name == "split"),
-                           judging=JudgingConfig() if name in ("judging", "drift") else None,
+                           judgment=JudgmentConfig() if name in ("judging", "drift") else None,
                            drift=DriftConfig() if name == "drift" else None)
 
     def process(line: bytes) -> None:

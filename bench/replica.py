@@ -37,7 +37,7 @@ from kafka import TopicPartition
 
 from agent.core.config import CoreConfig
 from agent.core.drift.days import DriftConfig
-from agent.core.judging import JudgingConfig
+from agent.core.judgment import JudgmentConfig
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.io.settings.agent import KafkaSettings, MetricsSettings, Settings, StoreSettings
@@ -125,7 +125,7 @@ def run(spec: dict) -> None:
 
 def alone(events: int) -> None:
     lines = list(generate(events, seed=7))
-    state = PartitionState(CoreConfig(), judging=JudgingConfig(salt="bench-scaleout"), drift=DriftConfig())
+    state = PartitionState(CoreConfig(), judgment=JudgmentConfig(salt="bench-scaleout"), drift=DriftConfig())
     say(ready=True)
     sys.stdin.readline()  # go
     began, cpu = time.monotonic(), time.process_time()

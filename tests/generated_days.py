@@ -18,7 +18,7 @@ def day_counts(day: int, per_day: int, seed: int) -> dict:
     state = PartitionState(CoreConfig(), drift=DriftConfig())
     for line in generate(per_day, seed=seed, start=DAY0 + timedelta(days=day), rate=per_day / 86400):
         state.process(line)
-    return counts_of(state.drift.take())
+    return counts_of(state.feature("drift").take())
 
 
 def generated_days(days: int, per_day: int, seed: int = 0) -> dict:

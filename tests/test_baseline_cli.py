@@ -263,7 +263,7 @@ def test_a_long_baseline_name_is_a_usage_error_on_postgresql(pg_url, tmp_path, c
     for line in generate(PER_DAY, seed=0, start=DAY0, rate=1.0):
         state.process(line)
     box.take(state)
-    store.store.save(group, [Checkpoint("t", 0, PER_DAY, {"v": 1})], [store.writes(group, [box.drift])])
+    store.store.save(group, [Checkpoint("t", 0, PER_DAY, {"v": 1})], [store.writes(group, [box.held["drift"]])])
     store.store.close()
     code, out, err = run(capsys, "baseline", "freeze", "--config", str(path), "--name", "x" * 256,
                          "--from", "2026-03-01", "--to", "2026-03-01")
@@ -298,7 +298,7 @@ def test_days_counted_on_another_grid_are_never_compared(config, tmp_path, capsy
         state.process(line)
     box.take(state)  # a day counted after the grid changed
     store.store.save(settings.kafka.group_id, [Checkpoint("t", 2, 1, {"v": 1})],
-                     [store.writes(settings.kafka.group_id, [box.drift])])
+                     [store.writes(settings.kafka.group_id, [box.held["drift"]])])
     code, out, err = run(capsys, "drift", "--config", str(path), "--day", "2026-03-09")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "not compared: app " in err and ", top1_score: counted on grid " in err and "more)" in err
@@ -326,7 +326,7 @@ def test_drift_of_one_pipeline_version_against_its_apps_baseline(tmp_path, capsy
             state.process(line)
         box.take(state)
         store.store.save(settings.kafka.group_id, [Checkpoint("t", 0, d, {"v": 1})],
-                         [store.writes(settings.kafka.group_id, [box.drift])])
+                         [store.writes(settings.kafka.group_id, [box.held["drift"]])])
         box.clear()
     store.store.close()
     _freeze(capsys, path)

@@ -23,7 +23,7 @@ from agent.cli import main
 from agent.core import batch as batches
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
-from agent.core.judging import JudgmentIntake, samples
+from agent.core.judgment import JudgmentIntake, samples
 from agent.core.reasons import RejectedEvent
 from agent.core.sampling import select
 from agent.core.state import PartitionState
@@ -32,7 +32,7 @@ from agent.io.background.judgment import JudgmentJobs
 from agent.io.background.periodic import new_scheduler
 from agent.io.kafka.broker import written_at
 from agent.io.settings.agent import load
-from agent.io.settings.judgment import judging_config
+from agent.io.settings.judgment import judgment_config
 from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
@@ -70,14 +70,14 @@ def _config(bootstrap, topic, dlq, group, url, tmp) -> dict:
 
 def _replay(items, config):
     """Candidate rows and incidents of one uninterrupted run over raw lines or records."""
-    state = PartitionState(CORE, judging=config)
+    state = PartitionState(CORE, judgment=config)
     for item in items:
         raw, now = (item, None) if isinstance(item, bytes) else (item.value, written_at(item))
         try:
             state.process(raw, now=now)
         except RejectedEvent:
             pass
-    changes, incidents = state.judging.take()
+    changes, incidents = state.feature("judgment").take()
     assert not changes.evicted
     return list(changes.added), incidents
 
@@ -157,7 +157,7 @@ def killed_run(broker, tmp_path_factory):
         wait_until(lambda: caught_up(url, group, topic, records), 120, 0.2, "agent caught up")
         store = Store(url, None, TABLES)
         yield SimpleNamespace(lines=lines, records=records, topic=topic, group=group, queue=Queue(store),
-                              config=judging_config(load(started[-1].config_path).judgment),
+                              config=judgment_config(load(started[-1].config_path).judgment),
                               config_path=started[-1].config_path)
         store.close()
     finally:
@@ -226,7 +226,7 @@ def test_two_agents_on_postgres_build_the_batch_one_agent_would(broker, make_top
         for agent in agents:
             agent.stop()
     with Store(pg_url, None, TABLES) as store:
-        queue, config = Queue(store), judging_config(settings.judgment)
+        queue, config = Queue(store), judgment_config(settings.judgment)
         _assert_mirrors(queue, group_id, topic, records, config)
         _assert_same_sample(queue, group_id, _replay(lines, config)[0], config)
         week = last_week(time.time())
@@ -250,7 +250,7 @@ def _weekly_store(url: str, tmp, group: str):
     path.write_text(yaml.safe_dump({"kafka": {"group_id": group}, "store": {"url": url},
                                     "judgment": {**JUDGMENT, "export_dir": str(tmp / group)}}))
     settings = load(path)
-    rows, _ = _replay(_lines(1500, 51, _ago(days=7)), judging_config(settings.judgment))
+    rows, _ = _replay(_lines(1500, 51, _ago(days=7)), judgment_config(settings.judgment))
     store = Store(url, None, (*TABLES, *QRELS))
     queue = Queue(store)
     with store.engine.begin() as conn:
@@ -341,14 +341,14 @@ def test_a_restart_keeps_the_rows_of_every_week(broker, make_topic, group_id, tm
     finally:
         agent.stop()
     with Store(url, None, TABLES) as store:
-        queue, judging = Queue(store), judging_config(load(agent.config_path).judgment)
+        queue, judging = Queue(store), judgment_config(load(agent.config_path).judgment)
         _assert_mirrors(queue, group_id, topic, records, judging)
         _assert_same_sample(queue, group_id, _replay(lines + tail, judging)[0], judging)
 
 
 def test_restored_sampler_keeps_rows_of_older_weeks():
     """The same, in process: a partition restored from rows of 5 weeks."""
-    config = judging_config(load(None, {"RAGDRIFT_JUDGMENT__BUDGET": "5"}).judgment)
+    config = judgment_config(load(None, {"RAGDRIFT_JUDGMENT__BUDGET": "5"}).judgment)
     lines = [line for i in range(5) for line in _lines(300, 80 + i, _ago(weeks=4 - i, minutes=40))]
     rows, _ = _replay(lines, config)
     assert len({c.week for c in rows}) == 5

@@ -21,7 +21,7 @@ from agent.core.judgments.labels import Label
 from agent.core.reasons import RejectedEvent
 from agent.core.state import PartitionState
 from agent.io.settings.agent import load
-from agent.io.settings.judgment import judging_config
+from agent.io.settings.judgment import judgment_config
 from agent.io.store.database import Store
 from agent.io.store.qrels import TABLES as QRELS
 from agent.io.store.qrels import Qrels
@@ -41,14 +41,14 @@ def replayed_batch(tmp_path, **judgment) -> tuple:
                      "double_judged_share": 0.5, "salt": "judgments-cli", **judgment},
     }))
     settings = load(path)
-    state = PartitionState(CoreConfig(), judging=judging_config(settings.judgment))
+    state = PartitionState(CoreConfig(), judgment=judgment_config(settings.judgment))
     start = datetime(2026, 11, 24, tzinfo=UTC)  # a Tuesday of 2026-W48
     for line in synth.generate(600, seed=48, start=start, rate=0.01, incidents=[synth.parse_incident("stale@0.5")]):
         try:
             state.process(line)
         except RejectedEvent:
             pass
-    changes, incidents = state.judging.take()
+    changes, incidents = state.feature("judgment").take()
     with Store(settings.store.url, None, QUEUE) as store, store.engine.begin() as conn:
         Queue(store).writes(settings.kafka.group_id, "t", 0, changes.added, (), incidents)(conn)
     assert main(["batch", "build", "--config", str(path), "--week", WEEK]) == 0

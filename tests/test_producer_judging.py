@@ -16,10 +16,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from ragdrift_producer import HashKey, JsonLinesRecorder, Producer, Result, User
 
 from agent.core.sampling import iso_week
 from agent.demo.process import wait_until
+from ragdrift_producer import HashKey, JsonLinesRecorder, Producer, Result, User
 from tests.agentctl import ROOT, AgentProcess, agent_config, caught_up, new_port, read_partitions
 from tests.services import unique_name
 

@@ -28,7 +28,7 @@ def add_parser(commands) -> None:
 def replay(args: argparse.Namespace) -> int:
     from agent.cli.run import settings_from
     from agent.core.config import CoreConfig
-    from agent.core.judging import QueueRows, samples
+    from agent.core.judgment import QueueRows, samples
     from agent.core.partitions import Outbox
     from agent.core.pipelines import conform
     from agent.core.state import PartitionState
@@ -42,7 +42,7 @@ def replay(args: argparse.Namespace) -> int:
     # A batch tool over a finite input: keep every label value (and pipeline version), so that source
     # concentration is exact rather than folded into `other`.
     state = PartitionState(CoreConfig(max_label_values=1 << 30, by_pipeline_version=split,
-                                      max_pipeline_versions=1 << 30), judging=judging)
+                                      max_pipeline_versions=1 << 30), judgment=judging)
     rejected: Counter[str] = Counter()
     rows = Outbox()  # every week's candidates, as the store would hold them
     with progress() as bar:
@@ -53,7 +53,7 @@ def replay(args: argparse.Namespace) -> int:
         summary["pipeline_versions"] = by_version(totals)
     if judging is not None:
         rows.take(state)
-        held = cast(QueueRows, rows.judging)
+        held = cast(QueueRows, rows.held["judgment"])
         summary["security_incidents"] = len(held.incidents)
         summary["sample"] = _sample(samples(held.added.values(), judging.budgets))
     if args.format == "json":
@@ -87,10 +87,10 @@ ROUND = 10000
 
 def _judging(settings):
     from agent.io.settings.agent import load
-    from agent.io.settings.judgment import JudgmentSettings, judging_config
+    from agent.io.settings.judgment import JudgmentSettings, judgment_config
 
     settings = settings or load(None, environ={})
-    return judging_config(settings.judgment) or judging_config(JudgmentSettings())
+    return judgment_config(settings.judgment) or judgment_config(JudgmentSettings())
 
 
 def _sample(selections: dict) -> dict:

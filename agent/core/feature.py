@@ -71,7 +71,7 @@ P = TypeVar("P", bound=Pending)  # a feature's own holder: only its feature read
 
 
 class Feature(Observer, Protocol[P]):
-    name: str  # its slot in the outbox, its section of the checkpointed state, its name on the state (`state.judging`)
+    name: str  # its holder in the outbox, its section of the checkpointed state, `state.feature(name)`
 
     def take(self) -> Any:
         """What it queued since the last call."""

@@ -20,22 +20,14 @@ PAUSE_AFTER_FAILURES = 3  # failed checkpoints in a row before consumption pause
 
 @dataclass
 class Outbox:
-    """What each feature took from a partition's state, held (one slot per
+    """What each feature took from a partition's state, held (one holder per
     feature name) until a checkpoint commits it as rows: a failed checkpoint
     keeps it for the next one."""
 
     held: dict[str, Pending] = field(default_factory=dict)
 
-    def __getattr__(self, name: str) -> Pending:
-        """A feature's slot by its name: `outbox.judging`, `outbox.drift`."""
-        if name != "held":
-            try:
-                return self.held[name]
-            except KeyError:
-                pass
-        raise AttributeError(f"no outbox slot {name!r}")
-
-    def slot(self, feature: Feature[Any]) -> Pending:
+    def holder(self, feature: Feature[Any]) -> Pending:
+        """The feature's holder (`held[feature.name]`), made empty on first use."""
         held = self.held.get(feature.name)
         if held is None:
             held = self.held[feature.name] = feature.outbox()
@@ -44,7 +36,7 @@ class Outbox:
     def take(self, state: PartitionState) -> None:
         """Move what the state's features queued since the last call in here, net of each other."""
         for feature in state.features.values():
-            self.slot(feature).absorb(feature.take())
+            self.holder(feature).absorb(feature.take())
 
     def clear(self) -> None:
         for held in self.held.values():
@@ -109,7 +101,7 @@ def recreated(owned: Owned, topic_id: str | None, high: int | None, now: float) 
 
 def flush_due(owned: Owned) -> bool:
     """Whether a feature holds so much in memory that it calls for a checkpoint now."""
-    return any(f.flush_due(owned.outbox.slot(f)) for f in owned.state.features.values())
+    return any(f.flush_due(owned.outbox.holder(f)) for f in owned.state.features.values())
 
 
 def paused(failures: int) -> bool:

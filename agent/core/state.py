@@ -68,7 +68,7 @@ class PartitionState:
     def __init__(self, config: CoreConfig, baseline: SharedVocabulary | None = None,
                  features: Iterable[Feature[Any]] = (), **configs: Configuration | None) -> None:
         """`features` are the partition's features beside the metric families, fresh or rebuilt from
-        their rows; a configuration given by its feature's name (`judging=`, `drift=`: None for off)
+        their rows; a configuration given by its feature's name (`judgment=`, `drift=`: None for off)
         builds a fresh one (`partition()`). Two features of one name raise ValueError."""
         self.config = config
         self.context = Context()
@@ -90,13 +90,12 @@ class PartitionState:
             self.features[feature.name] = feature
         self.observers = tuple(f.observe for f in self.features.values())
 
-    def __getattr__(self, name: str) -> Feature[Any]:
-        """A feature by its name: `state.judging`, `state.drift`."""
-        features: dict[str, Feature[Any]] = object.__getattribute__(self, "features")  # unset: no recursion
+    def feature(self, name: str) -> Feature[Any]:
+        """A feature by its name: `state.feature("judgment")`; LookupError when the state has none."""
         try:
-            return features[name]
+            return self.features[name]
         except KeyError:
-            raise AttributeError(f"no feature {name!r} in this state") from None
+            raise LookupError(f"no feature {name!r} in this state") from None
 
     @property
     def baseline(self) -> SharedVocabulary | None:
@@ -195,9 +194,9 @@ class PartitionState:
         return state
 
 
-# Names a feature may not take: the checkpoint's own keys, and the state's attributes (a feature is
-# reachable as `state.<name>`, and its section is stored under its name beside the shared keys).
-RESERVED = frozenset({"version", *(name for name in dir(PartitionState) if not name.startswith("_"))})
+# Names a feature may not take: the checkpoint's own keys (a feature's section is stored under its name
+# beside them).
+RESERVED = frozenset({"version", "baseline", "labels", "vocabulary"})
 
 
 def sums(config: CoreConfig, states: Iterable[PartitionState], now: float) -> dict[str, Tally]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agent.core.batch import BatchConfig, Unsalted, _order_key, _shuffled, build
 from agent.core.config import CoreConfig
-from agent.core.judging import JudgingConfig, JudgmentIntake
+from agent.core.judgment import JudgmentConfig, JudgmentIntake
 from agent.core.partitions import Outbox
 from agent.core.reasons import RejectedEvent
 from agent.core.sampling import UNIFORM, Budgets, ResultRef, in_holdout, select
@@ -201,8 +201,8 @@ def lines(n: int = 1500) -> list[bytes]:
     return list(generate(n, seed=21, rate=5, incidents=[parse_incident("leak@1")]))
 
 
-def replay(data: list[bytes], config: JudgingConfig) -> PartitionState:
-    state = PartitionState(CoreConfig(), judging=config)
+def replay(data: list[bytes], config: JudgmentConfig) -> PartitionState:
+    state = PartitionState(CoreConfig(), judgment=config)
     for line in data:
         try:
             state.process(line)
@@ -217,61 +217,62 @@ def kept(judging: JudgmentIntake) -> set:
 
 
 def test_every_unauthorized_event_is_one_incident():
-    state = replay(lines(), JudgingConfig())
-    _, incidents = state.judging.take()
+    state = replay(lines(), JudgmentConfig())
+    _, incidents = state.feature("judgment").take()
     assert incidents and len({i.event_id for i in incidents}) == len(incidents)
     assert all(i.unauthorized or not i.claims_present for i in incidents)
 
 
 def test_the_outbox_holds_rows_until_a_checkpoint_commits_them():
-    state = replay(lines(600), JudgingConfig(budgets=Budgets(k=2, uniform_k=3)))
+    state = replay(lines(600), JudgmentConfig(budgets=Budgets(k=2, uniform_k=3)))
     box = Outbox()
     box.take(state)
-    first = dict(box.judging.added)
-    assert set(first) == kept(state.judging)
+    held, intake = box.held["judgment"], state.feature("judgment")
+    first = dict(held.added)
+    assert set(first) == kept(intake)
     state.process(lines(700)[650])  # more work before the (failed) checkpoint is retried
     box.take(state)
-    assert set(box.judging.added) | set(box.judging.evicted) >= set(first) - set(box.judging.evicted)
-    assert set(box.judging.added) <= kept(state.judging) and not set(box.judging.evicted) & kept(state.judging)
+    assert set(held.added) | set(held.evicted) >= set(first) - set(held.evicted)
+    assert set(held.added) <= kept(intake) and not set(held.evicted) & kept(intake)
     box.clear()
-    assert not box.judging.added and not box.judging.evicted and not box.judging.incidents
+    assert not held.added and not held.evicted and not held.incidents
 
 
 @given(cut=st.integers(0, 600))
 @FAST
 def test_a_partition_restored_from_its_rows_samples_like_an_uninterrupted_one(cut):
     data = lines(600)
-    config = JudgingConfig(budgets=Budgets(k=2, uniform_k=3))
+    config = JudgmentConfig(budgets=Budgets(k=2, uniform_k=3))
     whole = replay(data, config)
     first = replay(data[:cut], config)
     box = Outbox()
     box.take(first)
-    restored = PartitionState(CoreConfig(), features=[config.partition(box.judging.added.values())])
-    assert restored.judging.take()[0].added == ()  # what was stored needs no write
+    restored = PartitionState(CoreConfig(), features=[config.partition(box.held["judgment"].added.values())])
+    assert restored.feature("judgment").take()[0].added == ()  # what was stored needs no write
     for line in data[cut:]:
         try:
             restored.process(line)
         except RejectedEvent:
             pass
-    assert kept(restored.judging) == kept(whole.judging)
+    assert kept(restored.feature("judgment")) == kept(whole.feature("judgment"))
 
 
 def test_restoring_under_a_smaller_budget_deletes_the_surplus_rows():
     data = lines(600)
-    big = replay(data, JudgingConfig(budgets=Budgets(k=5, uniform_k=8)))
+    big = replay(data, JudgmentConfig(budgets=Budgets(k=5, uniform_k=8)))
     box = Outbox()
     box.take(big)
-    small = JudgmentIntake(JudgingConfig(budgets=Budgets(k=2, uniform_k=3)), box.judging.added.values())
+    small = JudgmentIntake(JudgmentConfig(budgets=Budgets(k=2, uniform_k=3)), box.held["judgment"].added.values())
     changes, _ = small.take()
-    assert set(changes.evicted) == set(box.judging.added) - kept(small)
+    assert set(changes.evicted) == set(box.held["judgment"].added) - kept(small)
     assert changes.added == ()
 
 
 def test_the_manifest_describes_the_sample_not_the_partitioning():
     data = lines()
-    config = JudgingConfig(budgets=Budgets(k=2, uniform_k=3), salt=SALT)
-    whole = replay(data, config).judging.sampler
-    parts = [replay(data[p::3], config).judging.sampler for p in range(3)]  # the same traffic in three partitions
+    config = JudgmentConfig(budgets=Budgets(k=2, uniform_k=3), salt=SALT)
+    whole = replay(data, config).feature("judgment").sampler
+    parts = [replay(data[p::3], config).feature("judgment").sampler for p in range(3)]  # the same traffic in three partitions
 
     def rows(*samplers):
         return [c for s in samplers for w in s.weeks() for st_ in s.strata(w) for c in s.kept(w, st_)]

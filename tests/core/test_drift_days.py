@@ -92,9 +92,9 @@ def test_partition_state_feeds_the_outbox_and_a_failed_checkpoint_keeps_it():
     for line in LINES[100:]:
         state.process(line)
     box.take(state)
-    assert box.drift == whole(FACTS)
+    assert box.held["drift"] == whole(FACTS)
     box.clear()
-    assert box.drift == {}
+    assert box.held["drift"] == {}
     assert "drift" not in PartitionState(CoreConfig()).features
 
 

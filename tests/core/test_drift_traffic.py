@@ -106,7 +106,7 @@ def test_each_incident_raises_its_alarm_within_the_hour(baseline):
     start = DAY0 + timedelta(days=BASELINE_DAYS + CLEAN_DAYS)
     t0 = start.timestamp()
     state = PartitionState(CoreConfig(), SharedVocabulary(baseline.version, baseline.queries.vocabulary), drift=DriftConfig())
-    state.drift.queries = baseline.queries  # as the agent does once the baseline is active (the drift feature's `attach`)
+    state.feature("drift").queries = baseline.queries  # as the agent does once the baseline is active (the drift feature's `attach`)
     fired: dict[int, set] = {}  # minute -> the (app, feature, stat, window) series alarming then
     minute = 0
     delta: dict = {}
@@ -114,11 +114,11 @@ def test_each_incident_raises_its_alarm_within_the_hour(baseline):
         facts = state.process(line)
         while facts.ts >= t0 + (minute + 1) * 60:
             minute += 1
-            merge(delta, state.drift.take())  # a checkpoint each minute: the windows must survive it
+            merge(delta, state.feature("drift").take())  # a checkpoint each minute: the windows must survive it
             if minute % 5:
                 continue  # windows are whole 5-minute slots: they change when a slot ends
             fired[minute] = {(f.app, f.feature, f.stat, w)
-                             for w, found in recent_windows([state.drift], t0 + minute * 60).items()
+                             for w, found in recent_windows([state.feature("drift")], t0 + minute * 60).items()
                              for f in evaluate(baseline, found) if f.alarm}
     # A clean 5-minute series (app, feature, statistic, window) alarms about once in
     # 30 slots, so about a third of them alarm somewhere in an hour. So an incident

@@ -27,7 +27,7 @@ def days(split: bool, n: int = 8, per_day: int = 400, drifted: int = 7):
         incidents = [ScheduledIncident("score-drift", 0)] if d == drifted else []
         for line in generate(per_day, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
             state.process(line)
-        merge(rows, state.drift.take())
+        merge(rows, state.feature("drift").take())
     return rows
 
 
@@ -76,7 +76,7 @@ def test_the_sub_day_windows_split_by_version_too():
     for line in generate(1200, seed=9, start=start, rate=1200 / 3600, incidents=[ScheduledIncident("score-drift", 10)]):
         state.process(line)
     now = (start + timedelta(hours=1)).timestamp() - 1
-    split, whole = recent_windows([state.drift], now, split=True), recent_windows([state.drift], now)
+    split, whole = recent_windows([state.feature("drift")], now, split=True), recent_windows([state.feature("drift")], now)
     assert whole["1h"] and set(whole["1h"]) == {app_version(k)[0] for k in split["1h"]}
     assert CANARY in by_version(split["1h"])
 
@@ -88,7 +88,7 @@ def test_a_version_forgotten_and_learned_again_counts_under_its_own_key_each_day
     for i, (version, t) in enumerate([("v1", T0), ("v2", T0 + 60), ("v2", T0 + DAY + 360), ("v2", T0 + DAY + 420),
                                       ("v1", T0 + DAY + 480), ("v1", T0 + 3 * DAY + 480), ("v1", T0 + 3 * DAY + 540)]):
         state.process(doc(i, version, t=t))
-    rows = state.drift.take()
+    rows = state.feature("drift").take()
     keys = {(day, key): cells for (day, key, feature), cells in rows.items() if feature == "result_count"}
     assert sorted(keys) == [("2024-03-11", "alpha|other"), ("2024-03-11", "alpha|v1"),
                             ("2024-03-12", "alpha|other"), ("2024-03-12", "alpha|v2"),

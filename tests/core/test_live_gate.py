@@ -400,7 +400,7 @@ def test_an_event_dated_beyond_max_future_seconds_is_not_counted():
     state.ingest(decode(event(1)).event, now=written)
     state.ingest(decode(event(2)).event, now=written - 3600)  # an hour ahead: allowed
     state.ingest(decode(event(3)).event, now=written - 3601)  # beyond: a wrong clock
-    days, queries = state.live_gate.take()
+    days, queries = state.feature("live_gate").take()
     assert days[("2026-11-02", "shop", "v1")]["events"] == 2
     assert queries[("2026-11-02", "shop", "v1", "query-aaaa")]["events"] == 2
 
@@ -437,7 +437,7 @@ def counted(lines, config: LiveConfig) -> tuple[dict, dict]:
     state = PartitionState(CoreConfig(), live_gate=config)
     for line in lines:
         state.ingest(decode(line).event)
-    return state.live_gate.take()
+    return state.feature("live_gate").take()
 
 
 def test_each_app_has_its_own_places_for_versions():

@@ -24,7 +24,7 @@ import pytest
 from agent.core.batch import BatchConfig, build
 from agent.core.config import CoreConfig
 from agent.core.decoder import decode
-from agent.core.judging import JudgingConfig, samples
+from agent.core.judgment import JudgmentConfig, samples
 from agent.core.judgments.labels import Label
 from agent.core.judgments.report import report
 from agent.core.reasons import RejectedEvent
@@ -136,7 +136,7 @@ def test_each_event_is_sampled_under_the_version_label_its_gauges_carry():
     keys and in the sampler's strata alike."""
     lines = list(generate(400, seed=3, rate=5, incidents=[parse_incident("score-drift@0")]))
     state = PartitionState(CoreConfig(by_pipeline_version=True, max_pipeline_versions=1),
-                           judging=JudgingConfig(budgets=Budgets(k=2, uniform_k=3)))
+                           judgment=JudgmentConfig(budgets=Budgets(k=2, uniform_k=3)))
     seen = Counter()
     for line in lines:
         try:
@@ -147,27 +147,27 @@ def test_each_event_is_sampled_under_the_version_label_its_gauges_carry():
         assert (state.context.app, label) == state.metrics.lead(facts.event)
         seen[label] += 1
     assert seen["other"] > 0
-    sampler = state.judging.sampler
+    sampler = state.feature("judgment").sampler
     strata = {s for w in sampler.weeks() for s in sampler.strata(w)} - {UNIFORM}
     assert strata and all(s.count("|") == 2 and s.split("|", 2)[2] in seen for s in strata)
     assert any(s.endswith("|other") for s in strata)
-    off = PartitionState(CoreConfig(), judging=JudgingConfig())
+    off = PartitionState(CoreConfig(), judgment=JudgmentConfig())
     off.process(lines[0])
     assert off.context.pipeline_version is None
-    assert all(s.count("|") == 1 for w in off.judging.sampler.weeks() for s in off.judging.sampler.strata(w) if s != UNIFORM)
+    assert all(s.count("|") == 1 for w in off.feature("judgment").sampler.weeks() for s in off.feature("judgment").sampler.strata(w) if s != UNIFORM)
 
 
 def test_a_version_forgotten_and_learned_again_is_sampled_in_its_own_stratum_again():
     """Strata are keyed by the label: while forgotten, a version's events go to `other`'s stratum;
     learned again, to its own, within the week's bound of strata."""
     state = PartitionState(CoreConfig(by_pipeline_version=True, max_pipeline_versions=1),
-                           judging=JudgingConfig(budgets=Budgets(k=10, uniform_k=1)))
+                           judgment=JudgmentConfig(budgets=Budgets(k=10, uniform_k=1)))
     # v1; v2 (other); v2 learned once v1 has had no event for 900 s; v1 (other); v1 learned again.
     stream = [("v1", T0), ("v2", T0 + 60), ("v2", T0 + 1000), ("v2", T0 + 1020), ("v1", T0 + 1080),
               ("v1", T0 + 3000), ("v1", T0 + 3060)]
     for i, (version, t) in enumerate(stream):
         state.process(doc(i, version, t=t))
-    sampler = state.judging.sampler
+    sampler = state.feature("judgment").sampler
     (week,) = sampler.weeks()
     kept = {s: sorted(c.event_id for c in sampler.kept(week, s)) for s in sampler.strata(week) if s != UNIFORM}
     assert kept == {"alpha|unknown|v1": ["e-0", "e-6"], "alpha|unknown|other": ["e-1", "e-2", "e-4", "e-5"],
@@ -241,11 +241,11 @@ def test_replay_takes_the_sample_split_by_version_as_the_agent_does(tmp_path, ca
 def _kept(lines, split: bool, budgets: Budgets) -> list[Candidate]:
     """What one partition's sampler keeps of `lines`, split by pipeline version or not."""
     core = CoreConfig(by_pipeline_version=split, max_pipeline_versions=8)
-    state = PartitionState(core, judging=JudgingConfig(budgets=budgets, salt=SALT))
+    state = PartitionState(core, judgment=JudgmentConfig(budgets=budgets, salt=SALT))
     for line in lines:
         try:
             state.process(line)
         except RejectedEvent:
             pass
-    s = state.judging.sampler
+    s = state.feature("judgment").sampler
     return [c for w in s.weeks() for st in s.strata(w) for c in s.kept(w, st)]

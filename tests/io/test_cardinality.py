@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from agent import synth
 from agent.core.config import CoreConfig
 from agent.core.drift.days import DriftConfig
-from agent.core.judging import JudgingConfig
+from agent.core.judgment import JudgmentConfig
 from agent.core.labels import OTHER
 from agent.core.snapshot import Exposition, Health
 from agent.core.state import PartitionState
@@ -37,7 +37,7 @@ def _partitions() -> list[PartitionState]:
     config = CoreConfig(max_label_values=LIMIT)
     parts = []
     for seed in (1, 2, 3):  # three partitions, each keeping other apps by name
-        state = PartitionState(config, judging=JudgingConfig(), drift=DriftConfig())
+        state = PartitionState(config, judgment=JudgmentConfig(), drift=DriftConfig())
         for line in _attack(seed):
             state.process(line)
         parts.append(state)
@@ -47,8 +47,8 @@ def _partitions() -> list[PartitionState]:
 def test_drift_days_and_strata_fold_apps_into_the_label_set():
     for state in _partitions():
         kept = set(state.labels["app"]) | {OTHER}
-        days = {app for _, app, _ in state.drift.take()}
-        strata = {c.stratum.split("|")[0] for c in state.judging.take()[0].added if "|" in c.stratum}
+        days = {app for _, app, _ in state.feature("drift").take()}
+        strata = {c.stratum.split("|")[0] for c in state.feature("judgment").take()[0].added if "|" in c.stratum}
         assert OTHER in days and days <= kept and len(days) <= LIMIT + 1
         assert strata <= kept and len(strata) <= LIMIT + 1
 

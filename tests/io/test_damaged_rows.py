@@ -234,7 +234,7 @@ def drift_store(url, tmp_path):
         state = PartitionState(CoreConfig(), drift=DriftConfig())
         for line in generate(300, seed=d, start=DAY0 + timedelta(days=d), rate=300 / 86400):
             state.process(line)
-        merge(deltas, state.drift.take())
+        merge(deltas, state.feature("drift").take())
     first, *_, last = sorted({day for day, _, _ in deltas})
     with Store(url, None, tables_of(FEATURES)) as store:
         drift = Drift(Wiring(Settings(), store, new_scheduler())).store

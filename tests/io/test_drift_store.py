@@ -39,7 +39,7 @@ def expected(lines) -> dict:
 
 def checkpoint(drift: DriftStore, partition: int, offset: int, box: Outbox) -> None:
     """What Ownership.checkpoint does: the partition's offset and its outbox's drift rows in one transaction."""
-    joined = [drift.writes(GROUP, [box.drift])]
+    joined = [drift.writes(GROUP, [box.held["drift"]])]
     drift.store.save(GROUP, [Checkpoint("t", partition, offset, {"v": 1})], joined)
     box.clear()
 
@@ -69,9 +69,9 @@ def test_a_failed_checkpoint_writes_nothing_and_its_outbox_keeps_the_deltas(drif
     box.take(state)
     with pytest.raises(StoreError):
         drift.store.save(GROUP, [Checkpoint("t", 0, 200, {"v": 1})],
-                         [drift.writes(GROUP, [box.drift]), _refuse])
+                         [drift.writes(GROUP, [box.held["drift"]]), _refuse])
     assert drift.stored_days(GROUP) == {}
-    assert box.drift  # the next checkpoint writes them
+    assert box.held["drift"]  # the next checkpoint writes them
     for line in LINES[200:]:
         state.process(line)
     box.take(state)
@@ -153,7 +153,7 @@ def test_a_checkpoint_writes_its_rows_in_three_statements_whatever_their_number(
         for line in lines:
             state.process(line)
         box.take(state)
-        rows.append(len(box.drift))
+        rows.append(len(box.held["drift"]))
         statements.clear()
         checkpoint(drift, 0, len(lines), box)
         used.append(len(statements))

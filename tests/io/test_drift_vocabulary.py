@@ -13,7 +13,7 @@ from kafka import TopicPartition
 from agent.core.config import CoreConfig
 from agent.core.drift import freeze
 from agent.core.drift.days import DriftConfig
-from agent.core.judging import JudgingConfig
+from agent.core.judgment import JudgmentConfig
 from agent.core.sampling import RARE_SLICE
 from agent.core.sampling.risk import reference_from
 from agent.core.state import PartitionState
@@ -51,12 +51,12 @@ def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(
     drift.save_baseline(baseline)
     parts, feature = ownership(drift)
     before = parts._state(TP)
-    assert before.baseline is None and before.drift.queries is None  # no baseline yet: its own vocabulary
+    assert before.baseline is None and before.feature("drift").queries is None  # no baseline yet: its own vocabulary
     feature.use(baseline, [before])
     assert before.baseline.version == baseline.version  # a partition owned already switches too
     first, second = parts._state(TP), parts._state(TP)
     assert first.baseline is second.baseline and first.baseline.version == baseline.version
-    assert first.drift.queries == baseline.queries
+    assert first.feature("drift").queries == baseline.queries
     # the same answer on every partition: a term of the baseline is known, a new one is new to both
     lines = list(generate(200, seed=99, start=DAY0 + timedelta(days=8), rate=1.0, incidents=[ScheduledIncident("new-terms", 0)]))
     for line in lines[:100]:
@@ -87,13 +87,13 @@ def test_the_judgment_queue_judges_risk_against_the_active_baseline(drift):
     doc = orjson.loads(line)
     doc["query"]["type"] = "never_seen"
     rare = orjson.dumps(doc)
-    judged = PartitionState(CoreConfig(), state.baseline, judging=JudgingConfig())
-    alone = PartitionState(CoreConfig(), judging=JudgingConfig())
+    judged = PartitionState(CoreConfig(), state.baseline, judgment=JudgmentConfig())
+    alone = PartitionState(CoreConfig(), judgment=JudgmentConfig())
     for partition in (judged, alone):
         partition.process(rare)
-    signals = {c.stratum: c.signals for c in judged.judging.take()[0].added}
+    signals = {c.stratum: c.signals for c in judged.feature("judgment").take()[0].added}
     assert signals and all(RARE_SLICE in s for s in signals.values())
-    assert all(RARE_SLICE not in c.signals for c in alone.judging.take()[0].added)
+    assert all(RARE_SLICE not in c.signals for c in alone.feature("judgment").take()[0].added)
     data = state.to_dict()
     restored = PartitionState.from_dict(CoreConfig(), data, drift=DriftConfig(),
                                         **ownership(drift)[1].restore_context(data))

@@ -39,7 +39,7 @@ def drift(tmp_path_factory):
             state.process(line)
             offset += 1
         box.take(state)
-        store.store.save(GROUP, [Checkpoint("t", 0, offset, {"v": 1})], [store.writes(GROUP, [box.drift])])
+        store.store.save(GROUP, [Checkpoint("t", 0, offset, {"v": 1})], [store.writes(GROUP, [box.held["drift"]])])
         box.clear()
     yield store
     store.store.close()
@@ -95,7 +95,7 @@ def test_sub_day_windows_of_the_replica_are_rendered_beside_the_daily_ones(drift
     start = DAY0 + timedelta(days=9)
     for line in generate(2400, seed=9, start=start, rate=2400 / 3600, incidents=[ScheduledIncident("score-drift", 40)]):
         state.process(line)
-    windows = recent_windows([state.drift], (start + timedelta(hours=1)).timestamp() - 1)
+    windows = recent_windows([state.feature("drift")], (start + timedelta(hours=1)).timestamp() - 1)
     watch.judge_recent(windows, baseline)  # the baseline the loop switched to, whatever the refresh loads now
     got = samples(watch)["ragdrift_drift_alarm"]
     for name in ("5m", "1h"):
@@ -141,7 +141,7 @@ def test_windows_counted_on_another_grid_are_not_compared_but_counted_and_logged
     for line in generate(PER_DAY, seed=8, start=DAY0 + timedelta(days=8), rate=1.0):
         state.process(line)
     box.take(state)
-    other.store.save(GROUP, [Checkpoint("t", 0, PER_DAY, {"v": 1})], [other.writes(GROUP, [box.drift])])
+    other.store.save(GROUP, [Checkpoint("t", 0, PER_DAY, {"v": 1})], [other.writes(GROUP, [box.held["drift"]])])
     watch = DriftWatch(other, GROUP, clock=lambda: NOW, scheduler=new_scheduler())
     with caplog.at_level("WARNING", logger="ragdrift.drift"):
         watch.refresh()
@@ -155,7 +155,7 @@ def test_windows_counted_on_another_grid_are_not_compared_but_counted_and_logged
     mismatched = {dict(k)["window"]: v for k, v in got["ragdrift_drift_grid_mismatch"].items()}
     assert mismatched == {"5m": 0, "1h": 0, "today": len(apps), "yesterday": 0}
     with caplog.at_level("WARNING", logger="ragdrift.drift"):  # the replica's sub-day windows, on the same grid
-        watch.judge_recent(recent_windows([state.drift], (DAY0 + timedelta(days=8, minutes=10)).timestamp()),
+        watch.judge_recent(recent_windows([state.feature("drift")], (DAY0 + timedelta(days=8, minutes=10)).timestamp()),
                            watch.baseline)
     assert len([r for r in caplog.records if "not compared" in r.getMessage()]) == 1  # the same features: no new line
     got = samples(watch)
@@ -177,7 +177,7 @@ def test_split_by_pipeline_version_each_version_judges_against_its_apps_baseline
         for line in generate(PER_DAY, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
             state.process(line)
         box.take(state)
-        store.store.save(GROUP, [Checkpoint("t", 0, d, {"v": 1})], [store.writes(GROUP, [box.drift])])
+        store.store.save(GROUP, [Checkpoint("t", 0, d, {"v": 1})], [store.writes(GROUP, [box.held["drift"]])])
         box.clear()
     baseline = freeze(store.stored_days(GROUP, "2026-03-01", "2026-03-07"), "launch")  # every version summed
     assert set(baseline.apps) == {"docs-search", "hr-assistant", "support-bot"}

@@ -19,7 +19,7 @@ from tests.test_cli import run
 
 UNSALTED = ("judgment.salt: empty: no weekly batch is built and which events are sampled is predictable; set it "
             "(or RAGDRIFT_JUDGMENT__SALT) to a long random secret, or judgment.enabled: false")
-NO_DRIFT = ("judging: drift is off: the risk signals new_terms and rare_slice never fire: they read its frozen "
+NO_DRIFT = ("judgment: drift is off: the risk signals new_terms and rare_slice never fire: they read its frozen "
             "baseline")
 
 

@@ -131,14 +131,14 @@ def _top(counts: dict[str, int], n: int) -> dict[str, int]:
 class JudgmentCollector:
     """The judgment and security queues, as the store holds them for all replicas."""
 
-    def __init__(self, judging: JudgmentJobs):
-        self.judging = judging
+    def __init__(self, jobs: JudgmentJobs):
+        self.jobs = jobs
 
     def describe(self) -> Iterator[Metric]:
         return self._render(JudgmentStatus(security_queue=0, last_batch=0.0, last_batch_items=0))
 
     def collect(self) -> Iterator[Metric]:
-        return self._render(self.judging.status)
+        return self._render(self.jobs.status)
 
     def _render(self, status: JudgmentStatus) -> Iterator[Metric]:
         candidates = GaugeMetricFamily("ragdrift_judgment_candidates",

@@ -45,13 +45,13 @@ class Wiring:
     jobs: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
 
-P = TypeVar("P", bound=Pending)  # its partition feature's outbox slot
+P = TypeVar("P", bound=Pending)  # its partition feature's outbox holder
 
 
 class Feature(Generic[P]):
     """A feature's io side; a subclass overrides the hooks it needs, the others do nothing."""
 
-    name: ClassVar[str]  # its partition feature's name (its outbox slot), or its own when it has none
+    name: ClassVar[str]  # its partition feature's name (its outbox holder), or its own when it has none
     tables: ClassVar[tuple[Callable[[MetaData], Table], ...]] = ()
     # The features it reads from, by name, each with what it loses while that one is off.
     needs: ClassVar[Mapping[str, str]] = {}
@@ -73,7 +73,7 @@ class Feature(Generic[P]):
         return None
 
     def writes(self, group: str, held: Sequence[tuple[TopicPartition, P]]) -> list[Any]:
-        """Rows joined to the checkpoint of these partitions (`Store.save`'s `joined`), from their outbox slots
+        """Rows joined to the checkpoint of these partitions (`Store.save`'s `joined`), from their outbox holders
         (never empty: called only for a feature with a partition part)."""
         return []
 

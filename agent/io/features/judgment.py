@@ -8,12 +8,12 @@ from typing import ClassVar
 
 from kafka import TopicPartition
 
-from agent.core.judging import JudgmentIntake, QueueRows
+from agent.core.judgment import JudgmentIntake, QueueRows
 from agent.io.background.judgment import WEEKLY, JudgmentCollector, JudgmentJobs
 from agent.io.features import Feature, Wiring
 from agent.io.features.drift import Drift
 from agent.io.settings.agent import Settings
-from agent.io.settings.judgment import judging_config, unsalted
+from agent.io.settings.judgment import judgment_config, unsalted
 from agent.io.store import qrels, queue
 from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
@@ -36,7 +36,7 @@ class Judgment(Feature[QueueRows]):
 
     def __init__(self, wiring: Wiring):
         settings = wiring.settings
-        config = judging_config(settings.judgment)
+        config = judgment_config(settings.judgment)
         assert config is not None  # built only when enabled
         self.config = config
         self.settings = settings
@@ -45,7 +45,7 @@ class Judgment(Feature[QueueRows]):
                                  scheduler=wiring.scheduler, weekly=wiring.jobs.get(WEEKLY))
 
     def partition(self, group: str, tp: TopicPartition, restore: bool) -> JudgmentIntake:
-        """A restored partition offers its stored candidates back to a fresh sampler (agent/core/judging.py)."""
+        """A restored partition offers its stored candidates back to a fresh sampler (agent/core/judgment.py)."""
         weeks = self.config.budgets.keep_weeks + 1
         return self.config.partition(self.queue.partition_candidates(group, tp.topic, tp.partition, weeks)
                                      if restore else ())

@@ -14,7 +14,7 @@ from typing import Any
 from apscheduler.triggers.cron import CronTrigger
 
 from agent.core.calibrated import ServingRule
-from agent.core.judging import JudgingConfig
+from agent.core.judgment import JudgmentConfig
 from agent.core.judgments.calibration import FOLDS, THRESHOLD
 from agent.core.judgments.labels import GRADES
 from agent.core.sampling import HOLDOUT_SHARE, SIGNALS, Budgets, RiskConfig
@@ -86,9 +86,9 @@ def budgets(j: JudgmentSettings) -> Budgets:
     return Budgets(k=j.budget, uniform_k=j.uniform_budget, k_by_stratum=dict(j.budgets), max_strata=j.max_strata)
 
 
-def judging_config(j: JudgmentSettings) -> JudgingConfig | None:
+def judgment_config(j: JudgmentSettings) -> JudgmentConfig | None:
     """What each partition samples with; None when the judgment queue is off."""
-    return JudgingConfig(risk_config(j), budgets(j), j.salt) if j.enabled else None
+    return JudgmentConfig(risk_config(j), budgets(j), j.salt) if j.enabled else None
 
 
 def unsalted(j: JudgmentSettings) -> str | None:
