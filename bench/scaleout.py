@@ -21,7 +21,12 @@ Also printed, per measurement: each replica's CPU seconds over its events
 what the machine's cores did from the release to the last event (the
 replicas, tansu, every PostgreSQL process on the machine, the rest, and the
 hypervisor's steal), to tell a broker-, store- or machine-bound run from a
-replica-bound one.
+replica-bound one. The ratio of two replicas over one is the product of two
+quotients it also prints: of the cores the replicas got (their CPU seconds
+over the measured seconds) and of their events per CPU-second. And in each
+round a control: the same per-event processing alone (no broker, store or
+loop) in one process and in two at once, which is what the machine gave two
+processes at that moment, whatever else ran on it.
 """
 
 from __future__ import annotations
@@ -76,6 +81,11 @@ class Measured:
     per_cpu_second: float  # events per CPU-second of the replicas (all their threads)
     shares: list[int]  # records each replica processed
     cores: dict[str, float]  # cores busy from the release to the last event, by whom
+
+    @property
+    def replica_cores(self) -> float:
+        """The replicas' CPU seconds over the measured seconds: rate = replica_cores * per_cpu_second."""
+        return self.rate / self.per_cpu_second
 
 
 class Replica:
@@ -276,8 +286,8 @@ def show(workload: Workload, m: Measured, baseline: float) -> str:
     cores = ", ".join(f"{name} {value:.2f}" for name, value in m.cores.items())
     shares = " + ".join(f"{s:,}" for s in m.shares)
     return (f"  {workload.name:<38} {m.rate:>8,.0f} events/s  ratio {m.rate / baseline:.2f}  "
-            f"({m.seconds:.2f} s; {m.per_cpu_second:,.0f} events per replica CPU-second; events {shares}; "
-            f"cores busy: {cores})")
+            f"({m.seconds:.2f} s; {m.per_cpu_second:,.0f} events per replica CPU-second; the replicas used "
+            f"{m.replica_cores:.2f} cores; events {shares}; cores busy from the release: {cores})")
 
 
 def load() -> str:
@@ -331,6 +341,9 @@ def main() -> None:
     print(f"load average at the end {load()}")
     print(f"two replicas over one, each round: {', '.join(f'{r:.2f}' for r in ratios)}; "
           f"median {statistics.median(ratios):.2f}; target >= 1.7")
+    print("  each as the cores the replicas got x their events per CPU-second, two over one: " + "; ".join(
+        f"{two.replica_cores / one.replica_cores:.2f} x {two.per_cpu_second / one.per_cpu_second:.2f}"
+        for one, two in zip(results[BASELINE], results[TWO], strict=True)))
     print(f"the control (the processing alone, no broker, store or loop), 2 processes over 1, each round: "
           f"{', '.join(f'{r:.2f}' for r in controls)}; median {statistics.median(controls):.2f}: "
           f"what the machine gave two processes then")
