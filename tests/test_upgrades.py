@@ -28,7 +28,7 @@ import pytest
 from kafka import KafkaProducer
 from sqlalchemy import func, select
 
-from agent import synth
+from agent import __version__, synth
 from agent.core.decoder import decode
 from agent.core.drift.days import counts_of, merge
 from agent.core.partitions import Outbox
@@ -145,6 +145,8 @@ class Group:
         self.release[agent] = release
         agent.start()
         self.live.append(agent)
+        built = {dict(labels).get("version") for name, labels in agent.metrics() if name == "ragdrift_build_info"}
+        assert (built == {__version__}) == (python is None), f"the {release} replica runs version {built}"
         return agent
 
     def settle(self) -> None:
