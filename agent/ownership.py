@@ -24,7 +24,7 @@ from agent.core import partitions
 from agent.core.partitions import NO_OFFSET, Owned
 from agent.core.snapshot import NEWER_RELEASE
 from agent.core.state import NewerState, PartitionState, StateError
-from agent.io.features import Feature
+from agent.io.features import FeatureAdapter
 from agent.io.kafka import broker
 from agent.io.kafka.dead_letters import DeadLetters
 from agent.io.settings.agent import Settings
@@ -36,7 +36,7 @@ IO_TIMEOUT_MS = 3000  # the longest a Kafka call may block the loop or a rebalan
 
 class Ownership:
     def __init__(self, *, settings: Settings, store: Store, consumer, letters: DeadLetters, tracer: Tracer,
-                 budget: Callable[[float], float], features: Sequence[Feature] = ()):
+                 budget: Callable[[float], float], features: Sequence[FeatureAdapter] = ()):
         self.kafka = settings.kafka
         self.core = settings.core()
         self.features = features  # each partition's features beside the metric families, and their rows

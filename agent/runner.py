@@ -26,7 +26,7 @@ from agent.core.reasons import RejectedEvent
 from agent.core.snapshot import Exposition, Health
 from agent.core.state import recent
 from agent.core.tally import Tally, add, total
-from agent.io.features import Feature
+from agent.io.features import FeatureAdapter
 from agent.io.kafka import broker
 from agent.io.kafka.broker import Clients
 from agent.io.kafka.dead_letters import DeadLetters
@@ -43,7 +43,7 @@ SHUTDOWN_SECONDS = 9.0  # drain, checkpoint, commit and leave within this after 
 
 class Agent:
     def __init__(self, *, settings: Settings, store: Store, latest: Latest, tracer: Tracer, clients: Clients,
-                 features: Sequence[Feature] = ()):
+                 features: Sequence[FeatureAdapter] = ()):
         self.kafka = settings.kafka
         self.core = settings.core()
         self.metrics = settings.metrics

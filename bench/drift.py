@@ -22,7 +22,7 @@ from typing import cast
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
 from agent.core.drift.days import DriftConfig, DriftDays, counts_of, recent_windows, window
-from agent.core.state import PartitionState, SharedVocabulary
+from agent.core.state import ActiveBaseline, PartitionState
 from agent.io.background.drift import RECENT_SECONDS, REFRESH_SECONDS
 from agent.synth import generate
 
@@ -53,7 +53,7 @@ def main() -> None:
         days.update(counts_of(state.feature("drift").take()))
     baseline = freeze(days, "bench")
     assert baseline.queries is not None, "the days sampled no query terms"
-    shared = SharedVocabulary(baseline.version, baseline.queries.vocabulary)
+    shared = ActiveBaseline(baseline.version, baseline.queries.vocabulary)
 
     start = DAY0 + timedelta(days=8)
     states, elapsed, events = [], 0.0, 0

@@ -13,9 +13,9 @@ from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, del
 from agent.core.config import CoreConfig
 from agent.core.drift import freeze
 from agent.core.feature import KeptAsRows
-from agent.core.state import PartitionState, SharedVocabulary
+from agent.core.state import ActiveBaseline, PartitionState
 from agent.io.background.periodic import new_scheduler
-from agent.io.features import Feature, Wiring, built, tables_of
+from agent.io.features import FeatureAdapter, Wiring, built, tables_of
 from agent.io.features.drift import Drift
 from agent.io.kafka.dead_letters import DeadLetters
 from agent.io.settings.agent import Settings
@@ -56,7 +56,7 @@ def test_a_store_that_cannot_read_the_named_baseline_stops_the_restore_and_keeps
         features = built(features, Wiring(settings, store, new_scheduler()))
         baseline = freeze(generated_days(7, 400), "vocab")
         features[0].store.save_baseline(baseline)
-        state = PartitionState(CoreConfig(), SharedVocabulary(baseline.version, baseline.queries.vocabulary))
+        state = PartitionState(CoreConfig(), ActiveBaseline(baseline.version, baseline.queries.vocabulary))
         for line in generate(50, seed=5):
             state.process(line)
         store.save(group, [Checkpoint(tp.topic, tp.partition, 50, state.to_dict())])
@@ -99,7 +99,7 @@ def per_app_table(metadata: MetaData) -> Table:
                  Column("app", String(255), primary_key=True), Column("n", BigInteger, nullable=False))
 
 
-class PerAppRows(Feature):
+class PerAppRows(FeatureAdapter):
     """The io side: its rows add up in each checkpoint's transaction and come back on a restore."""
 
     name = PerApp.name

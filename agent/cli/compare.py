@@ -1,5 +1,8 @@
 """`ragdrift compare QRELS RUN_A RUN_B K`: the release gate, a candidate run against a baseline over the same qrels;
-with `--live`, two pipeline versions over the agent's stored traffic (agent/cli/compare_live.py)."""
+with `--live`, two pipeline versions over the agent's stored traffic (agent/cli/compare_live.py).
+
+Run A keeps the name "baseline run", the word of IR evaluation and of this command's help; it is not the
+drift baseline (agent/core/drift/baseline.py), which the gate never reads."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ The checkpointed state is versioned as a whole: a feature that changes the
 layout of its section raises `STATE_VERSION` and adds a migration of the
 whole document to `MIGRATIONS` (agent/core/state.py).
 
-Adding a feature is a module implementing `Feature` here, its io module
+Adding a feature is a module implementing `PartitionFeature` here, its io module
 (agent/io/features/), its settings section, and one line in
 agent/service.py `FEATURES`.
 """
@@ -29,7 +29,7 @@ from agent.core.facts import Facts
 
 if TYPE_CHECKING:  # the state and the calibrations hand theirs in
     from agent.core.calibrated import Active
-    from agent.core.state import SharedVocabulary
+    from agent.core.state import ActiveBaseline
 
 
 class Context:
@@ -43,7 +43,7 @@ class Context:
         # Its pipeline version label, set by the metric families while split by version, else None.
         self.pipeline_version: str | None = None
         self.new_terms = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
-        self.baseline: SharedVocabulary | None = None  # the active baseline's shared vocabulary, if any
+        self.baseline: ActiveBaseline | None = None  # the drift baseline in force, if any
         self.calibrations: Active | None = None  # the score calibrations in force
         self.now: float | None = None  # when the event was written, if known
         self.unknown_fields = 0  # fields the decoder ignored
@@ -61,7 +61,7 @@ class Pending(Protocol):
     """A feature's taken values, held until a checkpoint commits them: a failed checkpoint keeps them."""
 
     def absorb(self, taken: Any) -> None:
-        """Add what `Feature.take` returned, net of what is held."""
+        """Add what `PartitionFeature.take` returned, net of what is held."""
 
     def clear(self) -> None:
         """The checkpoint that wrote them committed."""
@@ -70,7 +70,7 @@ class Pending(Protocol):
 P = TypeVar("P", bound=Pending)  # a feature's own holder: only its feature reads it
 
 
-class Feature(Observer, Protocol[P]):
+class PartitionFeature(Observer, Protocol[P]):
     name: str  # its holder in the outbox, its section of the checkpointed state, `state.feature(name)`
 
     def take(self) -> Any:
@@ -92,7 +92,7 @@ class Feature(Observer, Protocol[P]):
 
 
 class KeptAsRows:
-    """The checkpointed-state half of a `Feature` kept only as rows: no section, nothing to take back."""
+    """The checkpointed-state half of a `PartitionFeature` kept only as rows: no section, nothing to take back."""
 
     __slots__ = ()
 
@@ -106,5 +106,5 @@ class KeptAsRows:
 class Configuration(Protocol):
     """A feature's configuration, given to a new state by its feature's name."""
 
-    def partition(self) -> Feature[Any]:
+    def partition(self) -> PartitionFeature[Any]:
         """A fresh feature for one partition."""

@@ -79,7 +79,7 @@ class QueueRows:
 
 
 class JudgmentIntake(KeptAsRows):
-    """The judgment queue of one partition (a `Feature`)."""
+    """The judgment queue of one partition (a `PartitionFeature`)."""
 
     __slots__ = ("config", "sampler", "incidents", "_restored", "_weeks", "_current", "_watermark_day")
     name = "judgment"

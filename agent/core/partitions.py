@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.core.feature import Feature, Pending
+from agent.core.feature import PartitionFeature, Pending
 from agent.core.state import PartitionState
 
 NO_OFFSET = -1  # a partition with no checkpoint, until its start offset is known
@@ -26,7 +26,7 @@ class Outbox:
 
     held: dict[str, Pending] = field(default_factory=dict)
 
-    def holder(self, feature: Feature[Any]) -> Pending:
+    def holder(self, feature: PartitionFeature[Any]) -> Pending:
         """The feature's holder (`held[feature.name]`), made empty on first use."""
         held = self.held.get(feature.name)
         if held is None:

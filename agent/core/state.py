@@ -29,7 +29,7 @@ from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.facts import Facts, facts_of
-from agent.core.feature import Configuration, Context, Feature
+from agent.core.feature import Configuration, Context, PartitionFeature
 from agent.core.labels import LabelSet
 from agent.core.metrics import MetricFamilies, metric_families
 from agent.core.model import Event
@@ -51,9 +51,10 @@ class NewerState(StateError):
 
 
 @dataclass(frozen=True)
-class SharedVocabulary:
-    """A frozen baseline's vocabulary, shared by every partition (and replica), with what the
-    judgment queue's risk signals read from the same baseline (`reference_from`)."""
+class ActiveBaseline:
+    """What a partition holds of the drift baseline in force: its version, its vocabulary (shared by
+    every partition, never copied) and what the judgment queue's risk signals read from it
+    (`reference_from`). The drift baseline itself (agent/core/drift/baseline.py) stays in the store."""
 
     version: str
     vocabulary: Vocabulary
@@ -65,8 +66,8 @@ class PartitionState:
 
     __slots__ = ("config", "context", "features", "labels", "metrics", "observers", "vocabulary")
 
-    def __init__(self, config: CoreConfig, baseline: SharedVocabulary | None = None,
-                 features: Iterable[Feature[Any]] = (), **configs: Configuration | None) -> None:
+    def __init__(self, config: CoreConfig, baseline: ActiveBaseline | None = None,
+                 features: Iterable[PartitionFeature[Any]] = (), **configs: Configuration | None) -> None:
         """`features` are the partition's features beside the metric families, fresh or rebuilt from
         their rows; a configuration given by its feature's name (`judgment=`, `drift=`: None for off)
         builds a fresh one (`partition()`). Two features of one name raise ValueError."""
@@ -81,7 +82,7 @@ class PartitionState:
         made = {name: c.partition() for name, c in configs.items() if c is not None}
         if any(f.name != name for name, f in made.items()):
             raise TypeError(f"a configuration not given by its feature's name: {sorted(made)}")
-        self.features: dict[str, Feature[Any]] = {}
+        self.features: dict[str, PartitionFeature[Any]] = {}
         for feature in (self.metrics, *features, *made.values()):
             if feature.name in self.features:
                 raise ValueError(f"two features named {feature.name!r}")
@@ -90,7 +91,7 @@ class PartitionState:
             self.features[feature.name] = feature
         self.observers = tuple(f.observe for f in self.features.values())
 
-    def feature(self, name: str) -> Feature[Any]:
+    def feature(self, name: str) -> PartitionFeature[Any]:
         """A feature by its name: `state.feature("judgment")`; LookupError when the state has none."""
         try:
             return self.features[name]
@@ -98,11 +99,11 @@ class PartitionState:
             raise LookupError(f"no feature {name!r} in this state") from None
 
     @property
-    def baseline(self) -> SharedVocabulary | None:
+    def baseline(self) -> ActiveBaseline | None:
         return self.context.baseline
 
     @baseline.setter
-    def baseline(self, baseline: SharedVocabulary | None) -> None:
+    def baseline(self, baseline: ActiveBaseline | None) -> None:
         self.context.baseline = baseline
 
     @property
@@ -174,8 +175,8 @@ class PartitionState:
 
     @classmethod
     def from_dict(cls, config: CoreConfig, data: dict[str, Any], sealed: Sequence[Sequence[Any]] = (),
-                  baselines: Mapping[str, SharedVocabulary] = MappingProxyType({}),
-                  features: Iterable[Feature[Any]] = (), **configs: Configuration | None) -> PartitionState:
+                  baselines: Mapping[str, ActiveBaseline] = MappingProxyType({}),
+                  features: Iterable[PartitionFeature[Any]] = (), **configs: Configuration | None) -> PartitionState:
         """Restore a checkpointed state, upgrading an older version first; `features` and `configs`
         as for a new state."""
         data = migrate(data)

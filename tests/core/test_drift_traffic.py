@@ -20,7 +20,7 @@ from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
 from agent.core.drift.calibrate import ThresholdCalibration
 from agent.core.drift.days import DriftConfig, merge, recent_windows
-from agent.core.state import PartitionState, SharedVocabulary
+from agent.core.state import ActiveBaseline, PartitionState
 from agent.synth import ScheduledIncident, generate
 from tests.generated_days import DAY0, generated_days
 
@@ -105,7 +105,7 @@ def test_each_incident_raises_its_alarm_within_the_hour(baseline):
     minutes = LEAD + len(kinds) * GAP
     start = DAY0 + timedelta(days=BASELINE_DAYS + CLEAN_DAYS)
     t0 = start.timestamp()
-    state = PartitionState(CoreConfig(), SharedVocabulary(baseline.version, baseline.queries.vocabulary), drift=DriftConfig())
+    state = PartitionState(CoreConfig(), ActiveBaseline(baseline.version, baseline.queries.vocabulary), drift=DriftConfig())
     state.feature("drift").queries = baseline.queries  # as the agent does once the baseline is active (the drift feature's `attach`)
     fired: dict[int, set] = {}  # minute -> the (app, feature, stat, window) series alarming then
     minute = 0

@@ -14,7 +14,7 @@ import pytest
 from agent import synth
 from agent.core import state as state_module
 from agent.core.config import CoreConfig
-from agent.core.state import STATE_VERSION, NewerState, PartitionState, SharedVocabulary, StateError, migrate
+from agent.core.state import STATE_VERSION, ActiveBaseline, NewerState, PartitionState, StateError, migrate
 from agent.core.tally import from_items
 from agent.core.vocabulary import Vocabulary
 
@@ -84,7 +84,7 @@ def test_a_baseline_vocabulary_is_shared_and_referenced_by_version():
     for term in ("tA1b2C3d4", "tZ9y8X7w6"):
         vocabulary.add(term)
     vocabulary.frozen = True
-    baseline = SharedVocabulary("2026-w48", vocabulary)
+    baseline = ActiveBaseline("2026-w48", vocabulary)
     parts = [PartitionState(config, baseline) for _ in range(2)]
     for part in parts:
         assert part.baseline.vocabulary is vocabulary  # one filter, whatever the partition count
@@ -98,7 +98,7 @@ def test_a_baseline_vocabulary_is_shared_and_referenced_by_version():
 
 def test_new_terms_are_new_to_the_baseline_once_one_is_active():
     config = CoreConfig(vocabulary_bits=1 << 12)
-    empty = SharedVocabulary("empty", Vocabulary(1 << 12, 7, frozen=True))
+    empty = ActiveBaseline("empty", Vocabulary(1 << 12, 7, frozen=True))
     own, shared = PartitionState(config), PartitionState(config, empty)
     lines = list(synth.generate(200, seed=5))
     for line in lines + lines:  # the second pass repeats every term

@@ -12,7 +12,7 @@ from types import MappingProxyType
 import pytest
 import yaml
 
-from agent.io.features import Feature, Wiring, built, warnings
+from agent.io.features import FeatureAdapter, Wiring, built, warnings
 from agent.io.settings.agent import KafkaSettings, MetricsSettings, load
 from agent.service import FEATURES, build
 from tests.test_cli import run
@@ -53,7 +53,7 @@ def test_the_agent_logs_each_warning_once_when_built(tmp_path, broker, caplog):
 
 
 def test_a_need_naming_no_feature_is_refused():
-    class Lonely(Feature):
+    class Lonely(FeatureAdapter):
         name = "lonely"
         needs = MappingProxyType({"nowhere": "everything"})
 

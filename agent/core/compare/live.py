@@ -146,7 +146,7 @@ class HeldRows:
 
 
 class VersionCounts(KeptAsRows):
-    """One partition's live gate rows since the last `take` (a `Feature`)."""
+    """One partition's live gate rows since the last `take` (a `PartitionFeature`)."""
 
     __slots__ = ("config", "_days", "_queries", "_examples", "_labels", "_versions", "_gave_up", "_iso")
     name = "live_gate"

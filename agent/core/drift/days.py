@@ -116,7 +116,7 @@ class HeldDeltas(dict[Row, dict[Any, Any]]):
 
 
 class DriftDays(KeptAsRows):
-    """One partition's daily drift counts since the last `take` (a `Feature`).
+    """One partition's daily drift counts since the last `take` (a `PartitionFeature`).
 
     The hot path only appends each event's values to buffers per (5-minute
     slot, app); they are binned with numpy (and mixes counted) every

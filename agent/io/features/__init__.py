@@ -1,6 +1,6 @@
 """Every feature on the io side: one object owning what the feature needs outside the core.
 
-A feature (`Feature` here) declares its store tables (`tables`, from its
+A feature's io side (`FeatureAdapter` here) declares its store tables (`tables`, from its
 repositories: the agent creates every feature's, the commands open the ones
 they read), builds each partition's core feature (`partition`: fresh, or
 rebuilt from its rows on a restore), turns what a checkpoint takes from the
@@ -27,8 +27,7 @@ from kafka import TopicPartition
 from prometheus_client.registry import Collector
 from sqlalchemy import MetaData, Table
 
-from agent.core.feature import Feature as PartitionFeature
-from agent.core.feature import Pending
+from agent.core.feature import PartitionFeature, Pending
 from agent.core.state import PartitionState
 from agent.io.settings.agent import Settings
 from agent.io.store.database import Store
@@ -48,7 +47,7 @@ class Wiring:
 P = TypeVar("P", bound=Pending)  # its partition feature's outbox holder
 
 
-class Feature(Generic[P]):
+class FeatureAdapter(Generic[P]):
     """A feature's io side; a subclass overrides the hooks it needs, the others do nothing."""
 
     name: ClassVar[str]  # its partition feature's name (its outbox holder), or its own when it has none
@@ -102,11 +101,11 @@ class Feature(Generic[P]):
         """After the agent published a snapshot of `states`, every partition it owns (on the consumer loop)."""
 
 
-def tables_of(features: Sequence[type[Feature[Any]]]) -> tuple[Callable[[MetaData], Table], ...]:
+def tables_of(features: Sequence[type[FeatureAdapter[Any]]]) -> tuple[Callable[[MetaData], Table], ...]:
     return tuple(table for feature in features for table in feature.tables)
 
 
-def built(features: Sequence[type[Feature[Any]]], wiring: Wiring) -> list[Feature[Any]]:
+def built(features: Sequence[type[FeatureAdapter[Any]]], wiring: Wiring) -> list[FeatureAdapter[Any]]:
     """The features the settings enable, in their order; two of one name, or a need naming no feature,
     raise ValueError."""
     names = [feature.name for feature in features]
@@ -118,7 +117,7 @@ def built(features: Sequence[type[Feature[Any]]], wiring: Wiring) -> list[Featur
     return [feature(wiring) for feature in features if feature.enabled(wiring.settings)]
 
 
-def warnings(features: Sequence[type[Feature[Any]]], settings: Settings) -> list[str]:
+def warnings(features: Sequence[type[FeatureAdapter[Any]]], settings: Settings) -> list[str]:
     """What the enabled features lose under these settings: their own settings' warnings, and each
     feature they need that is off. Not errors: the agent runs, and says so at start and in check-config."""
     on = {feature.name for feature in features if feature.enabled(settings)}

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from agent.core.state import PartitionState
 from agent.io.background.calibration import CalibrationWatch
-from agent.io.features import Feature, Wiring
+from agent.io.features import FeatureAdapter, Wiring
 from agent.io.settings.agent import Settings
 from agent.io.settings.judgment import serving_rule
 from agent.io.store import calibrations
 from agent.io.store.calibrations import Calibrations
 
 
-class ScoreCalibrations(Feature):
+class ScoreCalibrations(FeatureAdapter):
     name = "calibration"  # no partition feature: the metric families read the set in force
     tables = calibrations.TABLES
 

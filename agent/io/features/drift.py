@@ -19,9 +19,9 @@ from kafka import TopicPartition
 from agent.core.drift import Baseline
 from agent.core.drift.days import DriftDays, HeldDeltas, recent_windows
 from agent.core.sampling.risk import reference_from
-from agent.core.state import PartitionState, SharedVocabulary
+from agent.core.state import ActiveBaseline, PartitionState
 from agent.io.background.drift import RECENT_SECONDS, DriftCollector, DriftWatch, log
-from agent.io.features import Feature, Wiring
+from agent.io.features import FeatureAdapter, Wiring
 from agent.io.settings.agent import Settings
 from agent.io.settings.drift import drift_config
 from agent.io.store import drift
@@ -29,14 +29,14 @@ from agent.io.store.damaged import Damaged, DamagedCollector
 from agent.io.store.drift import DriftStore
 
 
-def shared_from(baseline: Baseline) -> SharedVocabulary:
+def shared_from(baseline: Baseline) -> ActiveBaseline:
     """What every partition reads of a baseline that holds a query model: its vocabulary, and the
     thresholds and query-type mix of the judgment queue's risk signals."""
     assert baseline.queries is not None
-    return SharedVocabulary(baseline.version, baseline.queries.vocabulary, reference_from(baseline))
+    return ActiveBaseline(baseline.version, baseline.queries.vocabulary, reference_from(baseline))
 
 
-class Drift(Feature[HeldDeltas]):
+class Drift(FeatureAdapter[HeldDeltas]):
     name = DriftDays.name
     tables = drift.TABLES
 
@@ -54,7 +54,7 @@ class Drift(Feature[HeldDeltas]):
                                 split=self.split)
         self.next_recent = 0.0  # when the sub-day windows are evaluated next (time.time())
         self.active: Baseline | None = None  # the baseline every partition judges against
-        self.shared: dict[str, SharedVocabulary] = {}  # version -> its vocabulary, one object for every partition
+        self.shared: dict[str, ActiveBaseline] = {}  # version -> its vocabulary, one object for every partition
 
     def partition(self, group: str, tp: TopicPartition, restore: bool) -> DriftDays:
         return self.config.partition()  # only deltas are held: a restored partition starts with none

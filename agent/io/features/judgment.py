@@ -10,7 +10,7 @@ from kafka import TopicPartition
 
 from agent.core.judgment import JudgmentIntake, QueueRows
 from agent.io.background.judgment import WEEKLY, JudgmentCollector, JudgmentJobs
-from agent.io.features import Feature, Wiring
+from agent.io.features import FeatureAdapter, Wiring
 from agent.io.features.drift import Drift
 from agent.io.settings.agent import Settings
 from agent.io.settings.judgment import judgment_config, unsalted
@@ -19,7 +19,7 @@ from agent.io.store.qrels import Qrels
 from agent.io.store.queue import Queue
 
 
-class Judgment(Feature[QueueRows]):
+class Judgment(FeatureAdapter[QueueRows]):
     name = JudgmentIntake.name
     tables = (*queue.TABLES, *qrels.TABLES)
     needs: ClassVar[Mapping[str, str]] = {

@@ -9,7 +9,7 @@ from kafka import TopicPartition
 
 from agent.core.compare.live import HeldRows, VersionCounts
 from agent.io.background.live_gate import LiveGateCollector, LiveGateWatch, log
-from agent.io.features import Feature, Wiring
+from agent.io.features import FeatureAdapter, Wiring
 from agent.io.settings.agent import Settings
 from agent.io.settings.live_gate import live_config, thresholds
 from agent.io.store import live_gate
@@ -17,7 +17,7 @@ from agent.io.store.damaged import Damaged, DamagedCollector
 from agent.io.store.live_gate import LiveGateStore
 
 
-class LiveGate(Feature[HeldRows]):
+class LiveGate(FeatureAdapter[HeldRows]):
     name = VersionCounts.name
     tables = live_gate.TABLES
 
