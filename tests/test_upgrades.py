@@ -6,10 +6,11 @@ exactly the traffic produced, no partition was reset or set aside, and the judgm
 and drift days are what a replay holds (docs/operations.md, "Upgrading and rolling back").
 
 Not tested: rolling back to OLD_V1. That release predates the rule "never reset a newer state":
-it cannot read a version-2 checkpoint at all, so a rollback to it would lose what today's
-agents counted. For the same reason the roll forward stops an old replica before it starts a new
-one: a new replica joining while two old ones run would have its version-2 partitions handed to
-an old replica at the next rebalance.
+it raises on a version-2 checkpoint when a partition is assigned to it (the releases after it
+and before the rule started such a partition afresh), so a rollback to it cannot be lossless.
+For the same reason the roll forward stops an old replica before it starts a new one (Kubernetes'
+surge does the reverse): a new replica joining while two old ones run would see the partitions it
+checkpointed handed to an old replica at the next rebalance.
 """
 
 from __future__ import annotations
