@@ -39,7 +39,7 @@ from agent.demo.process import wait_until
 from agent.io.kafka.broker import written_at
 from agent.io.settings.agent import load
 from agent.io.settings.drift import drift_config
-from agent.io.settings.judgment import judging_config
+from agent.io.settings.judgment import judgment_config
 from agent.io.store import drift, queue
 from agent.io.store.database import Store
 from tests import releases
@@ -221,7 +221,7 @@ def _rows_of(records: list, start: int, settings) -> tuple[dict, Outbox]:
 
 def _features(settings) -> dict:
     """The configurations of the judgment queue and the drift days, by their features' names."""
-    configs = (judging_config(settings.judgment), drift_config(settings.drift))
+    configs = (judgment_config(settings.judgment), drift_config(settings.drift))
     return {config.partition().name: config for config in configs}
 
 
