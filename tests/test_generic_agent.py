@@ -1,6 +1,6 @@
 """The agent loop, its partitions and the core state know features only through their protocols:
-no name of a feature, nor of what only one feature uses, appears in their code (docstrings aside);
-and features are told apart by name."""
+no name of a feature, nor of what only one feature uses (each catalog entry's words, agent/catalog.py),
+appears in their code (docstrings aside); and features are told apart by name."""
 
 from __future__ import annotations
 
@@ -10,14 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from agent.catalog import CATALOG
 from agent.io.features import Wiring, built
 from agent.io.features.drift import Drift
 from agent.io.settings.agent import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-FEATURE_WORDS = re.compile(r"judg|(?<!rag)drift|calibrat|weekly|baseline|vocabular|sampl|incident", re.IGNORECASE)
-# The shared context every feature reads is the state's: the baseline's vocabulary and the calibrations in force.
-SHARED_CONTEXT = re.compile(r"judg|(?<!rag)drift|weekly|sampl|incident", re.IGNORECASE)
+WORDS = sorted({word for entry in CATALOG for word in entry.words})
+FEATURE_WORDS = re.compile("|".join(("(?<!rag)drift" if w == "drift" else re.escape(w)) for w in WORDS), re.IGNORECASE)
+# The shared context every feature reads is the state's: the baseline in force and the calibrations in force.
+SHARED = ("baseline", "vocabular", "calibrat")
+SHARED_CONTEXT = re.compile("|".join(("(?<!rag)drift" if w == "drift" else re.escape(w)) for w in WORDS
+                                     if w not in SHARED), re.IGNORECASE)
 COMPOSITION = {"FEATURES", "JOBS"}  # agent/service.py's lists: the one place features are named
 
 
@@ -62,6 +66,12 @@ def words(path: Path) -> set[str]:
 ])
 def test_no_feature_is_named_outside_its_modules(module, forbidden):
     assert sorted(w for w in words(ROOT / module) if forbidden.search(w)) == []
+
+
+def test_every_feature_but_the_always_on_metric_families_has_words_the_loop_must_not_use():
+    assert all(entry.words for entry in CATALOG if entry.name != "windows")
+    assert FEATURE_WORDS.search("LiveGateWatch") and FEATURE_WORDS.search("drift_days")
+    assert not FEATURE_WORDS.search("ragdrift")
 
 
 def test_two_io_features_of_one_name_are_refused():

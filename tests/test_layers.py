@@ -25,6 +25,7 @@ ANYTHING = None
 ALLOWED: dict[str, set[str] | None] = {
     "agent": set(),  # the package itself: its version, which every part may import
     "agent.schema": set(),  # the event schema, a data file
+    "agent.catalog": {"agent.core"},  # where each feature lives; its context table reads the core features
     "agent.core": {"agent.core"},
     "agent.io": {"agent.core", "agent.io"},
     "agent.jobs": {"agent.core", "agent.io", "agent.jobs"},

@@ -74,6 +74,8 @@ class PerApp(KeptAsRows):
     """Events per app label since the last `take`; `stored` is what its rows held when it was built."""
 
     name = "per_app"
+    reads = frozenset({"app"})
+    writes = frozenset()
 
     def __init__(self, stored: dict):
         self.stored = stored
@@ -160,20 +162,20 @@ def test_a_feature_s_rows_go_with_the_offsets_come_back_on_a_restore_and_go_with
         for offset, line in enumerate(lines):
             owned.state.process(line)
             owned.next_offset = offset + 1
-        counts = dict(owned.state.per_app.counts)
+        counts = dict(owned.state.feature("per_app").counts)
         assert sum(counts.values()) == len(lines)
 
         store.save(group, [Checkpoint(tp.topic, tp.partition, 10_000, {})])  # another replica is ahead
         assert not parts.checkpoint()
-        assert stored(store) == {} and owned.outbox.per_app == counts  # not written, held for the next one
+        assert stored(store) == {} and owned.outbox.held["per_app"] == counts  # not written, held for the next one
         store.reset(group, tp.topic, tp.partition)
         assert parts.checkpoint()
-        assert stored(store) == counts and owned.outbox.per_app == {}
+        assert stored(store) == counts and owned.outbox.held["per_app"] == {}
         assert store.load(group, tp.topic, tp.partition).next_offset == len(lines)
 
         again = ownership(settings, store, consumer, producer, features)  # a restart: the partition restored
         again.assign([tp])
-        assert again.owned[tp].state.per_app.stored == counts
+        assert again.owned[tp].state.feature("per_app").stored == counts
 
         again.restart(tp, again.owned[tp], len(lines))  # its log was recreated: start afresh
         assert features[0].forgotten_with == [0]  # its forget ran in the reset, after the checkpoint's delete

@@ -52,6 +52,11 @@ class Context:
         self.future = False
 
 
+# The context fields the state fills for every event before any feature observes it; the others are filled
+# by the feature that declares them in `writes`, for the features after it.
+FILLED_BY_STATE = frozenset({"app", "baseline", "calibrations", "new_terms", "now", "unknown_fields"})
+
+
 class Observer(Protocol):
     def observe(self, facts: Facts, ctx: Context) -> None:
         """Fold one event in."""
@@ -72,6 +77,8 @@ P = TypeVar("P", bound=Pending)  # a feature's own holder: only its feature read
 
 class PartitionFeature(Observer, Protocol[P]):
     name: str  # its holder in the outbox, its section of the checkpointed state, `state.feature(name)`
+    reads: frozenset[str]  # the `Context` fields its `observe` reads
+    writes: frozenset[str]  # the `Context` fields its `observe` fills, for the features after it
 
     def take(self) -> Any:
         """What it queued since the last call."""
@@ -101,6 +108,18 @@ class KeptAsRows:
 
     def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
         """Rebuilt from its rows by its io side, not from the state."""
+
+
+def check_context(features: Sequence[PartitionFeature[Any]]) -> None:
+    """The features' order, checked once per state: each reads only context fields the state or a feature
+    before it fills, and each field has one filler. ValueError names the feature and the fields."""
+    filled = set(FILLED_BY_STATE)
+    for feature in features:
+        if unfilled := sorted(feature.reads - filled):
+            raise ValueError(f"feature {feature.name!r} reads {unfilled} of the context, which nothing before it fills")
+        if twice := sorted(feature.writes & filled):
+            raise ValueError(f"feature {feature.name!r} fills {twice} of the context, which is filled before it")
+        filled |= feature.writes
 
 
 class Configuration(Protocol):

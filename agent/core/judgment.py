@@ -83,6 +83,8 @@ class JudgmentIntake(KeptAsRows):
 
     __slots__ = ("config", "sampler", "incidents", "_restored", "_weeks", "_current", "_watermark_day")
     name = "judgment"
+    reads = frozenset({"app", "baseline", "new_terms", "pipeline_version", "watermark"})
+    writes: frozenset[str] = frozenset()
 
     def __init__(self, config: JudgmentConfig, kept: Iterable[Candidate] = ()):
         self.config = config

@@ -64,6 +64,8 @@ class Views(dict[str, View]):
 class MetricFamilies:
     __slots__ = ("config", "labels", "shared", "views", "windows")
     name = "windows"
+    reads = frozenset({"app", "now", "new_terms", "calibrations", "unknown_fields"})
+    writes = frozenset({"watermark", "future", "pipeline_version"})  # the version: split, else None
 
     def __init__(self, config: CoreConfig, labels: dict[str, LabelSet]) -> None:
         self.config = config

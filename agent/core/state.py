@@ -29,7 +29,7 @@ from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.facts import Facts, facts_of
-from agent.core.feature import Configuration, Context, PartitionFeature
+from agent.core.feature import Configuration, Context, PartitionFeature, check_context
 from agent.core.labels import LabelSet
 from agent.core.metrics import MetricFamilies, metric_families
 from agent.core.model import Event
@@ -89,6 +89,7 @@ class PartitionState:
             if feature is not self.metrics and feature.name in RESERVED:
                 raise ValueError(f"a feature may not be named {feature.name!r}: the state's own name")
             self.features[feature.name] = feature
+        check_context(list(self.features.values()))
         self.observers = tuple(f.observe for f in self.features.values())
 
     def feature(self, name: str) -> PartitionFeature[Any]:

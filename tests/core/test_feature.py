@@ -22,6 +22,8 @@ class PerVersion(KeptAsRows):
     """Events per (app label, pipeline version): the shape of a release gate's counts."""
 
     name = "versions"
+    reads = frozenset({"app"})
+    writes = frozenset()
 
     def __init__(self, flush_at: int = 10**9):
         self.counts: dict = {}
@@ -118,3 +120,39 @@ def test_a_feature_may_not_take_a_name_of_the_state_s_own(name):
     feature.name = name
     with pytest.raises(ValueError, match=r"may not be named|two features"):
         PartitionState(CoreConfig(), features=[feature])
+
+
+class ReadsTheWatermark(PerVersion):
+    name = "late"
+    reads = frozenset({"app", "watermark"})
+
+
+class FillsTheApp(PerVersion):
+    name = "app_filler"
+    writes = frozenset({"app"})
+
+
+def test_a_feature_reads_only_what_the_state_or_a_feature_before_it_fills():
+    """The metric families fill the watermark; a feature reading it comes after them (always: they are
+    first), and a feature may not fill a field the state or an earlier feature fills."""
+    assert PartitionState(CoreConfig(), features=[ReadsTheWatermark()]).feature("late")
+    with pytest.raises(ValueError, match=r"'app_filler' fills \['app'\]"):
+        PartitionState(CoreConfig(), features=[FillsTheApp()])
+    nothing = ReadsTheWatermark()
+    nothing.reads = frozenset({"app", "relevance"})
+    with pytest.raises(ValueError, match=r"'late' reads \['relevance'\]"):
+        PartitionState(CoreConfig(), features=[nothing])
+
+
+def test_every_context_field_is_filled_by_the_state_or_declared_by_a_feature():
+    """What each of the product's features reads and fills is what its `observe` does (agent/core/*)."""
+    from agent.core.compare.live import VersionCounts
+    from agent.core.drift.days import DriftDays
+    from agent.core.feature import FILLED_BY_STATE, Context
+    from agent.core.judgment import JudgmentIntake
+    from agent.core.metrics import MetricFamilies
+
+    features = (MetricFamilies, JudgmentIntake, DriftDays, VersionCounts)
+    assert set(Context.__slots__) == FILLED_BY_STATE | {field for f in features for field in f.writes}
+    read = {field for f in features for field in f.reads}
+    assert read <= set(Context.__slots__) and set(Context.__slots__) - read == set()

@@ -150,6 +150,8 @@ class VersionCounts(KeptAsRows):
 
     __slots__ = ("config", "_days", "_queries", "_examples", "_labels", "_versions", "_gave_up", "_iso")
     name = "live_gate"
+    reads = frozenset({"app", "future", "watermark"})
+    writes: frozenset[str] = frozenset()
 
     def __init__(self, config: LiveConfig = LiveConfig()) -> None:
         self.config = config

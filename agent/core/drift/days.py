@@ -126,6 +126,8 @@ class DriftDays(KeptAsRows):
 
     __slots__ = ("config", "fold_every", "queries", "_pending", "_days", "_last", "_buffered", "_ring", "_newest")
     name = "drift"
+    reads = frozenset({"app", "pipeline_version"})
+    writes: frozenset[str] = frozenset()
 
     def __init__(self, config: DriftConfig = DriftConfig(), fold_every: int = 16384) -> None:
         self.config = config
