@@ -13,6 +13,7 @@ import yaml
 from agent.core.compare.live import HeldRows, LiveConfig
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
+from agent.core.feature import alone
 from agent.core.judgments.labels import Label
 from agent.io.features import tables_of
 from agent.io.store.database import Checkpoint, Store
@@ -34,7 +35,7 @@ def held(canary: str, parts: int = 1) -> tuple[HeldRows, ...]:
     for i in range(parts):
         counts = LiveConfig().partition()
         for line in lines[i::parts]:
-            counts.observe(facts_of(decode(line).event))
+            counts.observe(facts := facts_of(decode(line).event), alone(facts))
         rows = counts.outbox()
         rows.absorb(counts.take())
         out.append(rows)

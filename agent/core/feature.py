@@ -57,6 +57,13 @@ class Context:
 FILLED_BY_STATE = frozenset({"app", "baseline", "calibrations", "new_terms", "now", "unknown_fields"})
 
 
+def alone(facts: Facts) -> Context:
+    """The context of a feature fed on its own, outside a state (a tool, a test): the event's own app."""
+    ctx = Context()
+    ctx.app = facts.event.app
+    return ctx
+
+
 class Observer(Protocol):
     def observe(self, facts: Facts, ctx: Context) -> None:
         """Fold one event in."""

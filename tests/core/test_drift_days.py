@@ -12,6 +12,7 @@ from agent.core.decoder import decode
 from agent.core.drift import DEFAULT_GRIDS, FEATURES, Counts
 from agent.core.drift.days import RECENT, RECENT_SLOTS, SLOT, DriftConfig, DriftDays, counts_of, merge, window
 from agent.core.facts import facts_of
+from agent.core.feature import alone
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
 from agent.synth import generate
@@ -26,7 +27,7 @@ FACTS = [facts_of(decode(line).event) for line in LINES]
 def whole(facts) -> dict:
     days = DriftDays()
     for f in facts:
-        days.observe(f)
+        days.observe(f, alone(f))
     return days.take()
 
 
@@ -36,7 +37,7 @@ def test_deltas_add_up_to_the_whole_stream_however_it_is_cut(cuts, fold_every):
     days = DriftDays(fold_every=fold_every)  # folding early changes nothing
     total: dict = {}
     for i, f in enumerate(FACTS):
-        days.observe(f)
+        days.observe(f, alone(f))
         if i in cuts:
             merge(total, days.take())
     merge(total, days.take())
@@ -110,7 +111,7 @@ def _tally(keys) -> dict:
 def test_recent_windows_sum_the_slots_they_cover_taken_or_not(cuts, at):
     days = DriftDays(fold_every=7)
     for i, f in enumerate(FACTS):
-        days.observe(f)
+        days.observe(f, alone(f))
         if i in cuts:
             days.take()
     now = FACTS[at].ts
@@ -126,7 +127,7 @@ def test_recent_windows_sum_the_slots_they_cover_taken_or_not(cuts, at):
 def test_the_ring_keeps_only_the_newest_hour_of_slots():
     days = DriftDays()
     for f in FACTS:
-        days.observe(f)
+        days.observe(f, alone(f))
         days.take()
     assert {slot for slot, _ in days._ring} == set(range(int(FACTS[-1].ts // SLOT) - RECENT_SLOTS + 1,
                                                         int(FACTS[-1].ts // SLOT) + 1)) & {int(f.ts // SLOT) for f in FACTS}

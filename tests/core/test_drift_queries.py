@@ -10,6 +10,7 @@ from agent.core.drift import freeze
 from agent.core.drift.days import DriftDays
 from agent.core.drift.queries import NEW, QUERIES, SAMPLE, QueryModel, fit, merge_sample, sample_key
 from agent.core.facts import facts_of
+from agent.core.feature import alone
 from agent.core.vocabulary import Vocabulary
 from agent.synth import generate
 from tests.core.test_properties import FAST
@@ -57,7 +58,7 @@ def test_the_day_sample_is_the_bottom_k_of_its_events_with_terms():
     days = DriftDays()
     events = [decode(line).event for line in lines]
     for e in events:
-        days.observe(facts_of(e))
+        days.observe(facts := facts_of(e), alone(facts))
     rows = days.take()
     for app in {e.app for e in events}:
         mine = {sample_key(e.event_id): e.query.terms for e in events if e.app == app and e.query.terms}

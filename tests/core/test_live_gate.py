@@ -28,6 +28,7 @@ from agent.core.compare.paired import PairedSettings, two_sample_interval
 from agent.core.config import CoreConfig
 from agent.core.decoder import decode
 from agent.core.facts import facts_of
+from agent.core.feature import alone
 from agent.core.judgments import bootstrap
 from agent.core.judgments.judged import JudgedChunk, JudgedItem
 from agent.core.state import PartitionState
@@ -54,7 +55,7 @@ def event(i: int, version: str | None = "v1", query: str = "query-aaaa", results
 def fold(lines, config: LiveConfig | None = None) -> HeldRows:
     counts = (config or LiveConfig()).partition()
     for line in lines:
-        counts.observe(facts_of(decode(line).event))
+        counts.observe(facts := facts_of(decode(line).event), alone(facts))
     held = counts.outbox()
     held.absorb(counts.take())
     return held
@@ -82,7 +83,7 @@ def test_examples_keep_the_smallest_ids_however_merged():
     held = HeldRows(2)
     for i in ids:  # one checkpoint per event
         counts = config.partition()
-        counts.observe(facts_of(decode(event(i, results=leak)).event))
+        counts.observe(facts := facts_of(decode(event(i, results=leak)).event), alone(facts))
         held.absorb(counts.take())
     key = ("2026-11-02", "shop", "v1")
     assert whole.days[key]["examples"]["unauthorized"] == ["e-001", "e-003"]
@@ -109,9 +110,9 @@ def test_sampling_keeps_a_query_for_every_version_or_for_none(query, rate):
 
 def test_a_partition_asks_for_a_checkpoint_when_its_queries_reach_the_bound():
     counts = VersionCounts(LiveConfig(max_held_queries=2))
-    counts.observe(facts_of(decode(event(1, query="query-0001")).event))
+    counts.observe(facts := facts_of(decode(event(1, query="query-0001")).event), alone(facts))
     assert not counts.flush_due(counts.outbox())
-    counts.observe(facts_of(decode(event(2, query="query-0002")).event))
+    counts.observe(facts := facts_of(decode(event(2, query="query-0002")).event), alone(facts))
     assert counts.flush_due(counts.outbox())
 
 
@@ -239,14 +240,14 @@ def test_taken_rows_add_up_to_the_whole_stream_however_it_is_cut(cuts):
     facts = _stream()
     whole = VersionCounts()
     for f in facts:
-        whole.observe(f)
+        whole.observe(f, alone(f))
     want = whole.outbox()
     want.absorb(whole.take())
     counts, got = VersionCounts(), HeldRows()
     for i, f in enumerate(facts):
         if i in cuts:
             got.absorb(counts.take())
-        counts.observe(f)
+        counts.observe(f, alone(f))
     got.absorb(counts.take())
     assert got.days.keys() == want.days.keys() and got.queries.keys() == want.queries.keys()
     for key, row in want.days.items():

@@ -13,6 +13,7 @@ from agent.core.config import CoreConfig
 from agent.core.drift import DEFAULT_GRIDS, Grid, Grids, freeze
 from agent.core.drift.days import DriftConfig, DriftDays, counts_of, window
 from agent.core.drift.features import CONTENT_AGE, GRIDS, MIXED_GRID, TOP1_SCORE
+from agent.core.feature import alone
 from agent.core.partitions import Outbox
 from agent.core.state import PartitionState
 from agent.io.store.database import Checkpoint, Store, StoreError
@@ -33,7 +34,7 @@ def expected(lines) -> dict:
     days = DriftDays()
     state = PartitionState(CoreConfig())
     for line in lines:
-        days.observe(state.process(line))
+        days.observe(facts := state.process(line), alone(facts))
     return counts_of(days.take())
 
 

@@ -165,15 +165,15 @@ class VersionCounts(KeptAsRows):
         self._gave_up: list[tuple[tuple[int, str, str], list[float]]] = []  # day rows of versions that gave up
         self._iso: dict[int, str] = {}
 
-    def observe(self, facts: Facts, ctx: Context | None = None) -> None:
-        if ctx is not None and ctx.future:
+    def observe(self, facts: Facts, ctx: Context) -> None:
+        if ctx.future:
             return
         event = facts.event
         version = version_of(event) or NO_VERSION
         ts = facts.ts
-        now = ts if ctx is None else ctx.watermark or ts  # the partition's time
+        now = ctx.watermark or ts  # the partition's time
         day = int(ts // DAY)
-        app = event.app if ctx is None else ctx.app
+        app = ctx.app
         key = (day, app, version)
         row = self._days.get(key)
         if row is None:  # the version's first event since the last `take`, or one without a place

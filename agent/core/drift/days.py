@@ -141,16 +141,13 @@ class DriftDays(KeptAsRows):
         self._ring: dict[Key, Deltas] = {}  # (slot, app) -> taken counts by ("", app, name), newest slots only
         self._newest = 0  # the newest slot taken
 
-    def observe(self, facts: Facts, ctx: Context | None = None) -> None:
-        """Buffer one event's values under `ctx.app`, the event's app as the bounded label set names it
-        (the event's own without a context), and its version label when split by version."""
+    def observe(self, facts: Facts, ctx: Context) -> None:
+        """Buffer one event's values under `ctx.app`, the event's app as the bounded label set names it,
+        and its version label when split by version."""
         event = facts.event
-        if ctx is None:
-            app = event.app
-        else:
-            app = ctx.app
-            if ctx.pipeline_version is not None:
-                app = f"{app}|{ctx.pipeline_version}"
+        app = ctx.app
+        if ctx.pipeline_version is not None:
+            app = f"{app}|{ctx.pipeline_version}"
         slot = int(facts.ts // SLOT)
         last = self._last.get(app)
         if last is None or last[0] != slot:
