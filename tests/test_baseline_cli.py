@@ -52,7 +52,7 @@ def config(tmp_path_factory):
         for p in (0, 1):  # a checkpoint a day, as Ownership.checkpoint writes it
             boxes[p].take(states[p])
             store.store.save(settings.kafka.group_id, [Checkpoint("t", p, offset, {"v": 1})],
-                             [store.writes(settings.kafka.group_id, [boxes[p].drift])])
+                             [store.writes(settings.kafka.group_id, [boxes[p].held["drift"]])])
             boxes[p].clear()
     store.store.close()
     return path
