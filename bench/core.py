@@ -105,7 +105,7 @@ def calibrations_for(lines: list[bytes]) -> Active:
         pairs.add((event.app, event.pipeline.version if event.pipeline is not None else None))
     x = tuple(i / 10 for i in range(200))  # BM25-like scores
     y = tuple(i / 199 for i in range(200))
-    return Active([ScoreFit(app, version, x, y, 10_000, 5_000, 0.0, 0.1) for app, version in pairs])
+    return Active([ScoreFit(app=app, pipeline_version=version, x=x, y=y, n=10_000, relevant=5_000, ece=0.0, brier=0.1) for app, version in pairs])
 
 
 def with_calibrations(active: Active) -> Step:

@@ -496,7 +496,7 @@ def live(broker, prometheus_bin, tmp_path_factory):
             assert built.items > 0
         # Its labels, as `ragdrift judgments import` would store them: the restarted agent exports their figures.
         manifest, key = batch_files.read_batch(built.directory)
-        labels = [Label(built.batch_id, row["item"], c["chunk"], "ana", 3 if c["rank"] == 1 else c["rank"] % 3)
+        labels = [Label(batch_id=built.batch_id, item=row["item"], chunk=c["chunk"], judge="ana", grade=3 if c["rank"] == 1 else c["rank"] % 3)
                   for row in key if row["item"] for c in row["chunks"]]
         qrels = Qrels(Store(url, None, QRELS_TABLES))
         try:
@@ -518,8 +518,9 @@ def live(broker, prometheus_bin, tmp_path_factory):
         calibrations = Calibrations(Store(url, None, CALIBRATION_TABLES))
         try:
             calibrations.add([
-                ScoreFit("support-bot", "support-3.14.0", (0.0, 1.0), (0.2, 0.9), 5000, 2500, 0.01, 0.2),
-                ScoreFit("hr-assistant", "hr-rag-2025.12.3", (0.0, 1.0), (0.2, 0.9), 10, 5, 0.01, 0.2),
+                ScoreFit(app="support-bot", pipeline_version="support-3.14.0", x=(0.0, 1.0), y=(0.2, 0.9), n=5000, relevant=2500, ece=0.01,
+                         brier=0.2),
+                ScoreFit(app="hr-assistant", pipeline_version="hr-rag-2025.12.3", x=(0.0, 1.0), y=(0.2, 0.9), n=10, relevant=5, ece=0.01, brier=0.2),
             ])
         finally:
             calibrations.store.close()

@@ -87,7 +87,7 @@ def test_the_newest_labelled_batch_is_exported_and_recomputed_only_when_its_labe
     assert judging.status.judged is first
     # A new label version: recomputed.
     changed = next(x for x in labels if x.grade == 0)
-    qrels.add([Label(changed.batch_id, changed.item, changed.chunk, changed.judge, 3)], "test")
+    qrels.add([Label(batch_id=changed.batch_id, item=changed.item, chunk=changed.chunk, judge=changed.judge, grade=3)], "test")
     judging.refresh()
     assert judging.status.judged is not first
     assert judging.status.judged.batch_id == newer.batch_id

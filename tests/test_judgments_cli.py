@@ -87,7 +87,7 @@ def grade_of(chunk: str, judge: str) -> int:
 def expected(items: list[dict]) -> list[Label]:
     """What judged.jsonl below holds: "ana" on every chunk, "bo" too on double-judged items."""
     batch_id = items[0]["item"].rsplit("-", 1)[0]
-    return sorted((Label(batch_id, i["item"], c["chunk"], judge, grade_of(c["chunk"], judge))
+    return sorted((Label(batch_id=batch_id, item=i["item"], chunk=c["chunk"], judge=judge, grade=grade_of(c["chunk"], judge))
                    for i in items for judge in ("ana", "bo")[:i["judges"]] for c in i["chunks"]),
                   key=lambda x: x.pair)
 
@@ -196,8 +196,9 @@ def test_a_judged_csv_changes_what_it_grades_anew(batch, tmp_path, capsys):
                        f"unchanged; {skipped} without a grade skipped")
     assert fits and all(line.startswith("calibration ") for line in fits)  # a changed label refits
     now = {x.pair: x for x in latest(config, directory.name)}
-    assert now[(directory.name, *changed, "ana")] == Label(directory.name, *changed, "ana", grades[changed][0],
-                                                           ("duplicate", "stale"))
+    assert now[(directory.name, *changed, "ana")] == Label(batch_id=directory.name, item=changed[0], chunk=changed[1],
+                                                           judge="ana", grade=grades[changed][0],
+                                                           tags=("duplicate", "stale"))
     with Store(load(config).store.url, None, QRELS) as store:
         history = Qrels(store).history(directory.name, *changed, "ana")
     assert [(v.version, v.label.grade, v.source) for v in history] == [
@@ -250,7 +251,8 @@ def test_a_label_studio_export_file_imports_too(batch, tmp_path, capsys):
         "file": None, "format": "label-studio", "batches": [directory.name], "labels": len(item["chunks"]),
         "new": len(item["chunks"]), "changed": 0, "unchanged": 0, "skipped": 1, "duplicates": []}
     assert latest(config, directory.name) == sorted(
-        (Label(directory.name, item["item"], c["chunk"], "label-studio:3", 1, (), "A") for c in item["chunks"]),
+        (Label(batch_id=directory.name, item=item["item"], chunk=c["chunk"], judge="label-studio:3", grade=1, tags=(),
+               evidence_group="A") for c in item["chunks"]),
         key=lambda x: x.pair)
 
 

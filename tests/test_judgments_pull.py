@@ -62,7 +62,8 @@ def annotate(client, task: dict, user_id: int, disagree: bool = False) -> list[L
             grade = 3 if grade < 2 else 0  # across the relevance threshold
         result += grade_result(i, grade, tags, group)
         item = task["data"]["item"]
-        labels.append(Label(item.rsplit("-", 1)[0], item, c["chunk"], f"label-studio:{user_id}", grade, tags, group))
+        labels.append(Label(batch_id=item.rsplit("-", 1)[0], item=item, chunk=c["chunk"], judge=f"label-studio:{user_id}", grade=grade, tags=tags,
+                            evidence_group=group))
     client._call("POST", f"/api/tasks/{task['id']}/annotations/", {"result": result, "completed_by": user_id})
     return labels
 

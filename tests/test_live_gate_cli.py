@@ -207,7 +207,7 @@ def judged_batch(tmp_path, url: str) -> None:
                 key.append({"item": item, "app": "support-bot", "query_id": f"query-{day}-{i:02d}",
                             "query_type": "lexical", "language": "en", "pipeline_version": version, "cutoff_k": 2,
                             "ts": 1793613600.0 + day * 86400, "chunks": chunks})  # 2026-11-02T10:00Z on
-                labels += [Label("2026-W45", item, c["chunk"], "judge-1", 3 if i < good else 0) for c in chunks]
+                labels += [Label(batch_id="2026-W45", item=item, chunk=c["chunk"], judge="judge-1", grade=3 if i < good else 0) for c in chunks]
     (directory / "key.jsonl").write_text("\n".join(json.dumps(row) for row in key) + "\n")
     with Store(url, None, tables_of(FEATURES)) as store:
         Queue(store).record_batch(GROUP, "2026-W45", "2026-W45", 0.0, len(key), str(directory))

@@ -53,10 +53,10 @@ def labels_for(batch) -> list[Label]:
     labels = []
     for row in batch.key:
         for c in row["chunks"] if row["item"] else ():
-            labels.append(Label(batch.batch_id, row["item"], c["chunk"], "ann", 3 if c["rank"] == 1 else 0,
-                                ("stale",) if c["rank"] == 3 else ()))
+            labels.append(Label(batch_id=batch.batch_id, item=row["item"], chunk=c["chunk"], judge="ann", grade=3 if c["rank"] == 1 else 0,
+                                tags=("stale",) if c["rank"] == 3 else ()))
             if row["judges"] == 2:
-                labels.append(Label(batch.batch_id, row["item"], c["chunk"], "bob", {1: 3, 2: 2}.get(c["rank"], 0)))
+                labels.append(Label(batch_id=batch.batch_id, item=row["item"], chunk=c["chunk"], judge="bob", grade={1: 3, 2: 2}.get(c["rank"], 0)))
     return labels
 
 
@@ -153,7 +153,7 @@ def test_errors_are_one_line(capsys, tmp_path, batches):
     err = capsys.readouterr().err
     assert usage.value.code == 2 and "--relevance-threshold: not a finite number: 'nan'" in err
     first = batches[0].manifest["batch_id"]
-    wrong = Judged(batches[0].manifest, batches[0].key, [Label(first, "x-0001", "x-0001-1", "ann", 2)])
+    wrong = Judged(batches[0].manifest, batches[0].key, [Label(batch_id=first, item="x-0001", chunk="x-0001-1", judge="ann", grade=2)])
     status, _, err = report_cli(capsys, tmp_path, [wrong])
     assert status == 2 and "does not hold" in err and len(err.splitlines()) == 1
 

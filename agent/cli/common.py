@@ -79,6 +79,6 @@ def open_store(settings, tables, *, write: bool):
     from agent.io.store.database import Opening, Store, StoreError
 
     try:
-        return Store(settings.store.url, settings.store.schema, tables, Opening.EXISTING if write else Opening.READ)
+        return Store(settings.store.url, settings.store.schema, tables, opening=Opening.EXISTING if write else Opening.READ)
     except StoreError as exc:
         raise UsageError(str(exc)) from None

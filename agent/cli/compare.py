@@ -73,8 +73,8 @@ def run_compare(args: argparse.Namespace) -> int:
             gate = parse_gate(_read(args.gate), COMPARED)
         except GateError as exc:
             raise UsageError(f"{args.gate}: {exc}") from None
-    inputs = Inputs(qrels, runs["a"], runs["b"], args.k, policy_of(args.policy), gate,
-                    _labels(args.slices) if args.slices else {}, _groups(args.evidence) if args.evidence else {}, versions)
+    inputs = Inputs(qrels=qrels, a=runs["a"], b=runs["b"], k=args.k, policy=policy_of(args.policy), gate=gate,
+                    slices=_labels(args.slices) if args.slices else {}, evidence=_groups(args.evidence) if args.evidence else {}, versions=versions)
     with progress() as bar:
         report = compare(inputs, lambda: bar.update(1))
     print(json_text(report, indent=2) if args.format == "json" else render(report, markdown=args.format == "md"))

@@ -36,7 +36,7 @@ class Unsalted(ValueError):
                          " the same on every replica, before building a batch; it keys the order judges see")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchConfig:
     budgets: Mapping[str, int]  # K per stratum
     default_budget: int  # K of a stratum with no budget of its own
@@ -47,7 +47,7 @@ class BatchConfig:
     baseline: str | None = None  # the active baseline's version
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Batch:
     batch_id: str
     manifest: dict[str, Any]
@@ -124,7 +124,7 @@ def build(week: str, candidates: Iterable[Candidate], config: BatchConfig) -> Ba
         "configuration_version": _digest(json.dumps(config.configuration or {}, sort_keys=True))[:12],
         "baseline": config.baseline,
     }
-    return Batch(batch_id, manifest, items, key, regression)
+    return Batch(batch_id=batch_id, manifest=manifest, items=items, key=key, regression=regression)
 
 
 def _key_chunk(chunk: str, r: ResultRef) -> dict[str, Any]:

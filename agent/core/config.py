@@ -22,7 +22,7 @@ LABEL_DIMENSIONS = ("app", "source", "filter", "query_type", "language")
 PIPELINE_VERSION = "pipeline_version"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CoreConfig:
     """Everything the core needs to know; time never comes from here."""
 

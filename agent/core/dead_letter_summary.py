@@ -45,7 +45,7 @@ class _Id(msgspec.Struct):
 _IDS = msgspec.json.Decoder(_Id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Letter:
     """What the summary takes of one dead letter: where it sits, why, where it came from, and a safe id."""
 

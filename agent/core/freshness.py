@@ -3,7 +3,7 @@
 from agent.core.tally import Counter, Histogram, Tally, inc
 from agent.core.view import View
 
-AGE = Histogram("content_age_days", ("app",), "Age of each admitted result at event time.", "age_days")
+AGE = Histogram("content_age_days", ("app",), "Age of each admitted result at event time.", buckets="age_days")
 NOT_YET_EFFECTIVE = Counter("not_yet_effective_results", ("app",), "Admitted results effective only after the event.")
 STALE_RESULTS = Counter("stale_results", ("app",),
                         "Admitted results superseded, draft, tombstoned, expired or not yet effective.")

@@ -3,7 +3,7 @@
 from agent.core.tally import Histogram, Tally
 from agent.core.view import View
 
-LATENCY = Histogram("retrieval_latency_seconds", ("app",), "Retrieval latency reported by the application.", "latency_seconds")
+LATENCY = Histogram("retrieval_latency_seconds", ("app",), "Retrieval latency reported by the application.", buckets="latency_seconds")
 METRICS = (LATENCY,)
 
 

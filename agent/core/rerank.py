@@ -3,7 +3,7 @@
 from agent.core.tally import Histogram, Tally
 from agent.core.view import View
 
-SHIFT = Histogram("rerank_rank_shift", ("app",), "Absolute rank change made by the reranker, per result.", "rank_shift")
+SHIFT = Histogram("rerank_rank_shift", ("app",), "Absolute rank change made by the reranker, per result.", buckets="rank_shift")
 METRICS = (SHIFT,)
 
 

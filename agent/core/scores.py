@@ -3,9 +3,9 @@
 from agent.core.tally import Histogram, Tally
 from agent.core.view import View
 
-TOP1 = Histogram("top1_score", ("app",), "Score of the best-ranked result.", "score")
-ADMITTED = Histogram("admitted_score", ("app",), "Mean score over the admitted set, per event.", "score")
-GAP = Histogram("score_gap", ("app",), "Top-1 minus top-2 score.", "gap")
+TOP1 = Histogram("top1_score", ("app",), "Score of the best-ranked result.", buckets="score")
+ADMITTED = Histogram("admitted_score", ("app",), "Mean score over the admitted set, per event.", buckets="score")
+GAP = Histogram("score_gap", ("app",), "Top-1 minus top-2 score.", buckets="gap")
 METRICS = (TOP1, ADMITTED, GAP)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from agent.core.facts import Facts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Incident:
     event_id: str
     ts: float

@@ -79,7 +79,7 @@ NEWER_RELEASE = "newer_release"
 UNREADABLE = (NEWER_RELEASE,)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Health:
     """The agent's own state at one moment of its loop."""
 
@@ -96,7 +96,7 @@ class Health:
     paused: bool = False  # consumption paused while checkpoints keep failing
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Snapshot:
     """Everything a scrape shows, frozen at one moment of the agent loop."""
 

@@ -6,8 +6,8 @@ from agent.core.view import Table, View
 ADMITTED_RESULTS = Counter("admitted_results", ("app", "source"), "Results admitted to the context.")
 DUPLICATES = Counter("duplicate_fingerprint_results", ("app",),
                      "Admitted results repeating a better-ranked admitted fingerprint.")
-DIVERSITY = Histogram("parent_diversity_ratio", ("app",), "Unique parents / admitted results, per event.", "ratio")
-DOMINANCE = Histogram("duplicate_dominance_ratio", ("app",), "Largest share of one parent in the admitted set.", "ratio")
+DIVERSITY = Histogram("parent_diversity_ratio", ("app",), "Unique parents / admitted results, per event.", buckets="ratio")
+DOMINANCE = Histogram("duplicate_dominance_ratio", ("app",), "Largest share of one parent in the admitted set.", buckets="ratio")
 METRICS = (ADMITTED_RESULTS, DUPLICATES, DIVERSITY, DOMINANCE)
 BY_SOURCE = Table("source", ADMITTED_RESULTS.key)
 

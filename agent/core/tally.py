@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 Key = tuple[str, ...]
@@ -24,6 +24,7 @@ class Counter:
     name: str
     labels: tuple[str, ...]
     help: str
+    _: KW_ONLY
     windowed: bool = True  # False: bookkeeping that never lands in a window
 
     def key(self, *labels: str) -> Key:
@@ -36,6 +37,7 @@ class Histogram:
     name: str
     labels: tuple[str, ...]
     help: str
+    _: KW_ONLY
     buckets: str  # which configured bucket set (see CoreConfig.buckets)
     if TYPE_CHECKING:  # set by __post_init__
         bucket_key: str = field(init=False)
@@ -50,7 +52,7 @@ class Histogram:
     def keys(self, labels: tuple[str, ...], buckets: Buckets) -> HistogramKeys:
         """Every key of one value of each of its labels, built once."""
         return HistogramKeys(buckets.bounds, tuple((self.bucket_key, *labels, le) for le in buckets.labels),
-                             (self.count_key, *labels), (self.sum_key, *labels))
+                             (self.count_key, *labels), sum=(self.sum_key, *labels))
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,7 @@ class HistogramKeys:
     bounds: tuple[float, ...]
     buckets: tuple[Key, ...]  # the bucket key of each bound, then of +Inf
     count: Key
+    _: KW_ONLY
     sum: Key
 
     def record(self, tally: Tally, value: float) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from agent.core.config import CoreConfig
@@ -101,5 +101,6 @@ class View:
 
     keys: Keys  # its family keys (and its bounded labels, `keys.lead`)
     facts: Facts = cast("Facts", None)  # noqa: RUF009 - None until the state sets it, before any observer reads it
+    _: KW_ONLY
     new_terms: int = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
     calibrations: Active | None = None  # the score calibrations in force (agent/core/calibrated.py)

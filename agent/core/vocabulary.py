@@ -22,7 +22,7 @@ EMPTY_DIGEST = blake2b(digest_size=8)
 class Vocabulary:
     __slots__ = ("bits", "hashes", "_array", "frozen", "_known", "_encoded")
 
-    def __init__(self, bits: int = 1 << 20, hashes: int = 7, array: bytes | None = None, frozen: bool = False):
+    def __init__(self, bits: int = 1 << 20, hashes: int = 7, *, array: bytes | None = None, frozen: bool = False):
         if bits < 8 or bits % 8:
             raise ValueError("vocabulary bits must be a positive multiple of 8")
         self.bits = bits
@@ -98,4 +98,4 @@ class Vocabulary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Vocabulary:
-        return cls(data["bits"], data["hashes"], zlib.decompress(base64.b64decode(data["array"])), data["frozen"])
+        return cls(data["bits"], data["hashes"], array=zlib.decompress(base64.b64decode(data["array"])), frozen=data["frozen"])

@@ -7,7 +7,7 @@ RETRIEVALS = Counter("retrievals", ("app",), "Processed retrieval events.")
 RESULTS = Counter("results", ("app",), "Results returned, admitted or not.")
 ZERO_RESULTS = Counter("zero_result_retrievals", ("app",), "Events with no results.")
 FILTER_ZERO = Counter("filter_zero_retrievals", ("app",), "Events whose filters removed every candidate.")
-RESULT_COUNT = Histogram("results_per_retrieval", ("app",), "Results per event.", "count")
+RESULT_COUNT = Histogram("results_per_retrieval", ("app",), "Results per event.", buckets="count")
 METRICS = (RETRIEVALS, RESULTS, ZERO_RESULTS, FILTER_ZERO, RESULT_COUNT)
 
 

@@ -55,7 +55,7 @@ INVALID = (
 
 
 class Demo:
-    def __init__(self, rate: float = 50.0, port: int = 9108, minutes: float = 0, seed: int = 1, out=sys.stdout,
+    def __init__(self, *, rate: float = 50.0, port: int = 9108, minutes: float = 0, seed: int = 1, out=sys.stdout,
                  directory: str = "ragdrift-demo"):
         self.directory = Path(directory)
         self.rate = rate

@@ -182,7 +182,7 @@ def terms(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.lower())) - _STOP
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Chunk:
     id: str
     parent: str
@@ -200,7 +200,8 @@ class Chunk:
         return self.status == "current" and self.effective <= now and (self.expires is None or now < self.expires)
 
 
-class Retrieval(NamedTuple):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retrieval:
     results: list[Result]
     stages: Stages
     filters: list[Filter]
@@ -257,7 +258,7 @@ class Helpdesk:
         stages = Stages(candidates=len(scored), after_filter=len(kept))
         filters = [Filter(name=name, removed=n) for name, n in removed.items()]
         latency = 35.0 + 0.5 * len(scored) + rng.expovariate(1 / 40)
-        return Retrieval(results, stages, filters, pipeline, round(latency, 1))
+        return Retrieval(results=results, stages=stages, filters=filters, pipeline=pipeline, latency_ms=round(latency, 1))
 
 
 def _owners(doc: Doc) -> tuple[str | None, ...]:
@@ -278,7 +279,8 @@ def _chunks(doc: Doc, tenant: str | None, now: datetime) -> list[Chunk]:
         versions.append((1, tuple(p.replace(was, then) for p in doc.parts), "superseded",
                          now - timedelta(days=500), None))
     authority = SOURCES[doc.source][1]
-    return [Chunk(f"{parent}#v{version}.c{n}", parent, doc.source, text, terms(text), tenant, acl, status,
-                  effective, expires, authority)
+    return [Chunk(id=f"{parent}#v{version}.c{n}", parent=parent, source=doc.source, text=text, terms=terms(text), tenant=tenant, acl=acl,
+                  status=status,
+                  effective=effective, expires=expires, authority=authority)
             for version, parts, status, effective, expires in versions
             for n, text in enumerate(part.format(tenant=name) for part in parts)]

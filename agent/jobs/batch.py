@@ -47,7 +47,7 @@ from agent.io.store.queue import BatchExists, Queue
 log = logging.getLogger("ragdrift.batch")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Built:
     week: str
     batch_id: str
@@ -164,7 +164,7 @@ def build(settings: Settings, queue: Queue, week: str, out: str | None = None, l
         raise BatchExists(same)
     if same is not None:  # a partial batch of the same candidates: the same batch, now the week's
         queue.record_batch(group, week, batch.batch_id, time.time(), same["items"], same["directory"])
-        built = Built(week, batch.batch_id, Path(same["directory"]), same["items"])
+        built = Built(week=week, batch_id=batch.batch_id, directory=Path(same["directory"]), items=same["items"])
     else:
         built = _written(settings, queue, batch, out, label_studio_files or target is not None, partial, deadline)
     log.info("judgment batch built", extra={"week": week, "batch": built.batch_id, "items": built.items,
@@ -175,7 +175,7 @@ def build(settings: Settings, queue: Queue, week: str, out: str | None = None, l
         project = push(queue, group, built.batch_id, target, deadline)
     except (label_studio.LabelStudioError, batch_files.ExportError, StoreError) as exc:
         raise NotPushed(built, str(exc)) from None
-    return Built(built.week, built.batch_id, built.directory, built.items, partial, project)
+    return Built(week=built.week, batch_id=built.batch_id, directory=built.directory, items=built.items, partial=partial, project=project)
 
 
 def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | None, label_studio_files: bool,
@@ -195,7 +195,7 @@ def _written(settings: Settings, queue: Queue, batch: batches.Batch, out: str | 
     recording = queue.recording(settings.kafka.group_id, batch.manifest["week"], batch.batch_id, time.time(), len(items),
                                 str(root / batch.batch_id), partial)
     directory = batch_files.write(root, batch, items, extra, recording)
-    return Built(batch.manifest["week"], batch.batch_id, directory, len(items), partial)
+    return Built(week=batch.manifest["week"], batch_id=batch.batch_id, directory=directory, items=len(items), partial=partial)
 
 
 def push(queue: Queue, group: str, batch_id: str, target: Target, deadline: Deadline) -> int:

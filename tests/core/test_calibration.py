@@ -125,10 +125,12 @@ def test_fits_pool_batches_per_app_and_pipeline_version():
     key_a = [key_row("A-0001", "app", "v1", [0.9, 0.5]), key_row("A-0002", "app", "v2", [0.7]),
              key_row("A-0003", "bot", None, [0.3])]
     key_b = [key_row("B-0001", "app", "v1", [0.8, 0.2])]
-    labels_a = [Label("A", "A-0001", "A-0001-1", "j1", 3), Label("A", "A-0001", "A-0001-1", "j2", 1),  # mean 2
-                Label("A", "A-0001", "A-0001-2", "j1", 0), Label("A", "A-0002", "A-0002-1", "j1", 2),
-                Label("A", "A-0003", "A-0003-1", "j1", 1)]
-    labels_b = [Label("B", "B-0001", "B-0001-1", "j1", 2)]  # B-0001-2 not graded: left out
+    labels_a = [Label(batch_id="A", item="A-0001", chunk="A-0001-1", judge="j1", grade=3),
+                Label(batch_id="A", item="A-0001", chunk="A-0001-1", judge="j2", grade=1),  # mean 2
+                Label(batch_id="A", item="A-0001", chunk="A-0001-2", judge="j1", grade=0),
+                Label(batch_id="A", item="A-0002", chunk="A-0002-1", judge="j1", grade=2),
+                Label(batch_id="A", item="A-0003", chunk="A-0003-1", judge="j1", grade=1)]
+    labels_b = [Label(batch_id="B", item="B-0001", chunk="B-0001-1", judge="j1", grade=2)]  # B-0001-2 not graded: left out
     fits = fit_all({"A": judged(key_a, labels_a), "B": judged(key_b, labels_b)}, folds=2, fitted_at=7.0)
     by_pair = {(c.app, c.pipeline_version): c for c in fits}
     assert sorted(by_pair, key=str) == sorted([("app", "v1"), ("app", "v2"), ("bot", None)], key=str)

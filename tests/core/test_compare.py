@@ -27,8 +27,8 @@ from agent.core.judgments.runs import Run, Served
 
 L3 = math.log2(3)
 QRELS = {"q1": {"d1": 3, "d2": 2, "d3": 0}, "q2": {"d1": 2}, "q3": {"d9": 0}}
-A = Run({"q1": ["d3", "d1"], "q2": [], "q3": ["x"], "only-a": ["d1"]})
-B = Run({"q1": ["d1", "d2"], "q2": ["d1"], "q3": []})
+A = Run(ranking={"q1": ["d3", "d1"], "q2": [], "q3": ["x"], "only-a": ["d1"]})
+B = Run(ranking={"q1": ["d1", "d2"], "q2": ["d1"], "q3": []})
 
 
 def rows(report: dict) -> dict:
@@ -37,7 +37,7 @@ def rows(report: dict) -> dict:
 
 def test_paired_differences_by_hand():
     gate = GateThresholds(min_queries=1)
-    report = compare(Inputs(QRELS, A, B, 2, SEED, gate, evidence={"q1": [["d1", "d2"]]}))
+    report = compare(Inputs(qrels=QRELS, a=A, b=B, k=2, policy=SEED, gate=gate, evidence={"q1": [["d1", "d2"]]}))
     found = rows(report)
     # precision (relevant >= 2 over the returned): A 1/2, 0, 0; B 1, 1, 0 (q3 has nothing relevant)
     assert (found["precision"]["n"], found["precision"]["a"], found["precision"]["b"]) == (3, 1 / 6, 2 / 3)
@@ -57,11 +57,11 @@ def test_paired_differences_by_hand():
 
 
 def test_hard_gates_count_served_facts():
-    a = Run({"q1": ["d1", "d2"]}, {"q1": [Served("d1", False, True), Served("d2", False, False)]})
-    b = Run({"q1": ["d2", "d3", "d1"]}, {"q1": [Served("d2", False, False), Served("d3", True, True),
+    a = Run(ranking={"q1": ["d1", "d2"]}, served={"q1": [Served("d1", False, True), Served("d2", False, False)]})
+    b = Run(ranking={"q1": ["d2", "d3", "d1"]}, served={"q1": [Served("d2", False, False), Served("d3", True, True),
                                                 Served("d1", False, True)]})
     gate = GateThresholds(min_queries=1)
-    report = compare(Inputs({"q1": {"d1": 1}}, a, b, 2, SEED, gate))
+    report = compare(Inputs(qrels={"q1": {"d1": 1}}, a=a, b=b, k=2, policy=SEED, gate=gate))
     hard = {row["gate"]: row for row in report["hardGates"]}
     # unauthorized: every one in the candidate's top 2 (d3), even one the baseline shared would count
     assert (hard["unauthorized"]["counted"], hard["unauthorized"]["new"], hard["unauthorized"]["outcome"]) == (1, 1, FAIL)
@@ -162,7 +162,7 @@ def test_paired_intervals_cover_the_true_difference():
 
 def test_what_counts_as_material():
     def figure(low, high, margin=0.05, n=100):
-        return Paired(n, 0.5, 0.5, Interval((low + high) / 2, low, high, 0.95), margin)
+        return Paired(n=n, mean_a=0.5, mean_b=0.5, delta=Interval((low + high) / 2, low, high, level=0.95), margin=margin)
 
     assert figure(-0.09, -0.06).outcome(1, 30) == FAIL  # wholly beyond -m
     assert figure(-0.04, 0.02).outcome(1, 30) == PASS  # none of it beyond
@@ -173,9 +173,9 @@ def test_what_counts_as_material():
 
 def test_the_margin_comes_from_the_baseline_spread():
     a = np.repeat([0.0, 1.0], 50)  # sd 0.5: a 95 % interval of the mean about +-0.098
-    found = compare(Inputs({f"q{i}": {"d": 3} for i in range(100)},
-                           Run({f"q{i}": ["d"] if a[i] else ["x"] for i in range(100)}),
-                           Run({f"q{i}": ["d"] if a[i] else ["x"] for i in range(100)}), 1, SEED))
+    found = compare(Inputs(qrels={f"q{i}": {"d": 3} for i in range(100)},
+                           a=Run(ranking={f"q{i}": ["d"] if a[i] else ["x"] for i in range(100)}),
+                           b=Run(ranking={f"q{i}": ["d"] if a[i] else ["x"] for i in range(100)}), k=1, policy=SEED))
     hit = rows(found)["hitRate"]
     assert hit["margin"] == pytest.approx(0.098, abs=0.01) and hit["delta"] == 0 and hit["outcome"] == PASS
     assert rows(found)["zeroResult"]["margin"] == 0.01  # every query answered by both: the floor
@@ -198,14 +198,14 @@ def test_the_gate_file():
 
 def test_nothing_compared_never_passes():
     """Even a gate built in code with min_queries 0 (a gate file cannot say it): no query in common, no pass."""
-    found = compare(Inputs(QRELS, Run({"elsewhere": ["d1"]}), Run({"elsewhere": ["d1"]}), 2, SEED,
-                           GateThresholds(min_queries=0)))
+    found = compare(Inputs(qrels=QRELS, a=Run(ranking={"elsewhere": ["d1"]}), b=Run(ranking={"elsewhere": ["d1"]}), k=2, policy=SEED,
+                           gate=GateThresholds(min_queries=0)))
     assert (found["queries"]["compared"], found["verdict"]) == (0, "not enough data")
     assert found["reasons"] == ["no query compared"]
 
 
 def test_not_enough_data_without_facts_the_gate_requires():
-    found = compare(Inputs(QRELS, A, B, 2, SEED, GateThresholds(min_queries=1, require_facts=True, metrics=())))
+    found = compare(Inputs(qrels=QRELS, a=A, b=B, k=2, policy=SEED, gate=GateThresholds(min_queries=1, require_facts=True, metrics=())))
     assert found["verdict"] == "not enough data"
     assert found["reasons"] == ["unauthorized: the runs carry no such facts (require_facts)",
                                 "newStale: the runs carry no such facts (require_facts)"]
@@ -215,9 +215,9 @@ def test_an_interval_reaching_past_the_margin_is_not_enough_data():
     """40 queries, half answered by the baseline; the candidate loses 6 of them: a drop of 0.15 whose
     interval holds both the baseline's own spread (m about 0.16) and less."""
     qrels = {f"q{i}": {"d": 3} for i in range(40)}
-    a = Run({f"q{i}": ["d"] if i < 20 else ["x"] for i in range(40)})
-    b = Run({f"q{i}": ["d"] if 6 <= i < 20 else ["x"] for i in range(40)})
-    found = compare(Inputs(qrels, a, b, 1, SEED, GateThresholds(metrics=("precision",))))
+    a = Run(ranking={f"q{i}": ["d"] if i < 20 else ["x"] for i in range(40)})
+    b = Run(ranking={f"q{i}": ["d"] if 6 <= i < 20 else ["x"] for i in range(40)})
+    found = compare(Inputs(qrels=qrels, a=a, b=b, k=1, policy=SEED, gate=GateThresholds(metrics=("precision",))))
     row = rows(found)["precision"]
     assert row["delta"] == pytest.approx(-0.15) and row["low"] < -row["margin"] < row["high"]
     assert (row["outcome"], found["verdict"]) == (INCONCLUSIVE, "not enough data")

@@ -10,7 +10,7 @@ from agent.core.dead_letter_summary import SHOWN, TEXT_BOUND, TRACKED, Counts, L
 
 def _letter(reason: str | None, offset: int = 0, *, partition: int = 0, event: str | None = None,
             source: tuple[str, int, int] | None = ("retrieval.v1", 0, 0)) -> Letter:
-    return Letter(partition, offset, 1_796_000_000.0 + offset, reason, source, event)
+    return Letter(partition=partition, offset=offset, written=1_796_000_000.0 + offset, reason=reason, source=source, event_id=event)
 
 
 def test_reasons_group_by_kind_and_path_with_positions_folded():
@@ -105,5 +105,5 @@ def test_counts_track_a_bounded_number_of_keys():
 
 def test_a_timestamp_no_calendar_holds_is_no_time():
     summary = Summary()
-    summary.add(Letter(0, 0, 1e20, "invalid_json"))
+    summary.add(Letter(partition=0, offset=0, written=1e20, reason="invalid_json"))
     assert summary.to_dict()["partitions"][0]["first_written"] is None

@@ -629,7 +629,7 @@ def test_bucket_placement_and_le_labels():
     b = Buckets((0.5, 1, 2.5))
     assert b.labels == ("0.5", "1.0", "2.5", "+Inf")
     tally: dict = {}
-    bins = Histogram("h", ("app",), "test", "score").keys(("x",), b)
+    bins = Histogram("h", ("app",), "test", buckets="score").keys(("x",), b)
     values = (-3.0, 0.5, 0.5000001, 1.0, 1, 2.5, 2.5000001, 1e9)
     for value in values:
         bins.record(tally, value)

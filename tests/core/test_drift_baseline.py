@@ -180,7 +180,7 @@ def test_evaluate_skips_what_it_cannot_judge():
     partial = evaluate(base, {"search": Counts({RESULT_COUNT: [1] * DEFAULT_GRIDS[RESULT_COUNT].size,
                                                 TOP1_SCORE: [0] * DEFAULT_GRIDS[TOP1_SCORE].size})})  # fmt: skip
     assert partial == []  # result_count is not in the baseline; top-1 has no events
-    alarm = Finding("a", "f", "psi", 1.0, 0.5, True, 100, True)
+    alarm = Finding(app="a", feature="f", stat="psi", value=1.0, threshold=0.5, alarm=True, n=100, calibrated=True)
     assert alarm.alarm and alarm.n == 100
 
 
@@ -198,7 +198,7 @@ def test_public_names_are_the_sorted_all():
 
 
 def with_grids(c: Counts, grids: dict) -> Counts:
-    return Counts(c.numeric, c.mixes, c.queries, grids)
+    return Counts(c.numeric, c.mixes, c.queries, grids=grids)
 
 
 def test_a_feature_counted_on_another_grid_is_never_compared():

@@ -68,9 +68,9 @@ def test_an_asinh_grid_is_linear_near_zero_and_logarithmic_far_out():
 
 def test_grids_compare_by_value_and_refuse_nonsense():
     assert Grid(0, 1, 10) == Grid(0.0, 1.0, 10) and Grid.from_dict(Grid(0, 1, 10).to_dict()) == Grid(0, 1, 10)
-    for bad in ((1, 0, 10), (0, 1, 0), (0, math.inf, 10), (0, 1, 10, -1.0)):
+    for lo, hi, cells, scale in ((1, 0, 10, None), (0, 1, 0, None), (0, math.inf, 10, None), (0, 1, 10, -1.0)):
         with pytest.raises(ValueError):
-            Grid(*bad)
+            Grid(lo, hi, cells, scale=scale)
 
 
 @pytest.mark.parametrize(

@@ -89,11 +89,11 @@ def test_weibull_quantile_by_hand():
 
 
 def test_threshold_interpolates_in_log_size_and_refuses_small_windows():
-    t = Threshold((32, 128), (0.4, 0.2), (100, 10), True, "")
+    t = Threshold(sizes=(32, 128), values=(0.4, 0.2), samples=(100, 10), calibrated=True, reason="")
     assert t.at(16) is None
     assert t.at(32) == 0.4 and t.at(128) == 0.2 and t.at(10**6) == 0.2
     assert t.at(64) == pytest.approx(0.4 * 0.5**0.5)  # halfway in log n: the geometric mean
-    assert Threshold((32, 128), (0.0, 0.2), (1, 1), True, "").at(64) == pytest.approx(0.1)  # a zero: linear
+    assert Threshold(sizes=(32, 128), values=(0.0, 0.2), samples=(1, 1), calibrated=True, reason="").at(64) == pytest.approx(0.1)  # a zero: linear
     assert Threshold.from_dict(t.to_dict()) == t
     assert alarm("psi", 0.5, 0.4) and not alarm("psi", 0.4, 0.4) and not alarm("psi", 9.0, None)
     assert alarm("chi2_p", 0.001, 0.01) and not alarm("chi2_p", 0.02, 0.01)

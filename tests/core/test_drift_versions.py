@@ -51,11 +51,11 @@ def test_split_rows_carry_the_version_and_sum_to_the_unsplit_ones():
 def test_counts_of_sums_versions_by_hand():
     rows = {("2026-03-01", "app|v1", TOP1_SCORE): {3: 2}, ("2026-03-01", "app|v2", TOP1_SCORE): {3: 1, 4: 5},
             ("2026-03-01", "app|v1", "source"): {"wiki": 2}}
-    assert counts_of(rows)["2026-03-01"]["app"] == Counts({TOP1_SCORE: {3: 3, 4: 5}}, {"source": {"wiki": 2}}, {}, {})
+    assert counts_of(rows)["2026-03-01"]["app"] == Counts({TOP1_SCORE: {3: 3, 4: 5}}, {"source": {"wiki": 2}}, {}, grids={})
     split = window(counts_of(rows, split=True), split=True)
-    assert by_version(split) == {"v1": {"app": Counts({TOP1_SCORE: {3: 2}}, {"source": {"wiki": 2}}, {}, {})},
-                                 "v2": {"app": Counts({TOP1_SCORE: {3: 1, 4: 5}}, {}, {}, {})}}
-    assert by_version({"app": Counts({}, {}, {}, {})}) == {}  # counted unsplit: no version to judge
+    assert by_version(split) == {"v1": {"app": Counts({TOP1_SCORE: {3: 2}}, {"source": {"wiki": 2}}, {}, grids={})},
+                                 "v2": {"app": Counts({TOP1_SCORE: {3: 1, 4: 5}}, {}, {}, grids={})}}
+    assert by_version({"app": Counts({}, {}, {}, grids={})}) == {}  # counted unsplit: no version to judge
 
 
 def test_a_canary_drifts_against_its_apps_baseline_and_the_stable_version_does_not():

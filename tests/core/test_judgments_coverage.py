@@ -112,7 +112,7 @@ def sampled(candidates) -> list[Candidate]:
 
 def labels_of(batch, grades) -> list[Label]:
     """Judges grade what the model drew; a double-judged item gets the same grade twice."""
-    return [Label(batch.batch_id, row["item"], c["chunk"], f"j{j}", grades[c["chunk_id"]])
+    return [Label(batch_id=batch.batch_id, item=row["item"], chunk=c["chunk"], judge=f"j{j}", grade=grades[c["chunk_id"]])
             for row in batch.key if row["item"] is not None
             for c in row["chunks"] for j in range(row["judges"])]
 

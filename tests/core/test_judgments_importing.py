@@ -83,16 +83,16 @@ def test_jsonl_item_lines_are_the_items_file_with_the_judges_fields():
     assert parsed.format == "jsonl" and parsed.skipped == 1 and not parsed.problems
     assert [line for line, _ in parsed.rows] == [1, 1, 2, 2]
     assert checked([parsed], KEYS)[0] == [
-        Label(B, I1, f"{I1}-1", "ana", 3, ("duplicate", "stale"), "A"),
-        Label(B, I1, f"{I1}-2", "ana", 0),
-        Label(B, I2, f"{I2}-1", "bo", 2),
-        Label(B, I2, f"{I2}-3", "cy", 1),
+        Label(batch_id=B, item=I1, chunk=f"{I1}-1", judge="ana", grade=3, tags=("duplicate", "stale"), evidence_group="A"),
+        Label(batch_id=B, item=I1, chunk=f"{I1}-2", judge="ana", grade=0),
+        Label(batch_id=B, item=I2, chunk=f"{I2}-1", judge="bo", grade=2),
+        Label(batch_id=B, item=I2, chunk=f"{I2}-3", judge="cy", grade=1),
     ]
 
 
 def test_jsonl_label_lines():
     text = "\n" + jsonl({"item": I1, "chunk": f"{I1}-2", "judge": "ana", "grade": 1, "tags": ["wrong_locale"]})
-    assert labels("l.jsonl", text) == [Label(B, I1, f"{I1}-2", "ana", 1, ("wrong_locale",))]
+    assert labels("l.jsonl", text) == [Label(batch_id=B, item=I1, chunk=f"{I1}-2", judge="ana", grade=1, tags=("wrong_locale",))]
 
 
 def test_every_bad_jsonl_row_is_named_with_its_line():
@@ -209,13 +209,14 @@ def test_csv_is_the_items_file_with_four_columns_more():
     parsed = parse("judged.csv", text)
     assert not parsed.problems and parsed.skipped == 1
     assert [line for line, _ in parsed.rows] == [2, 6]  # a row's first line
-    assert checked([parsed], KEYS)[0] == [Label(B, I1, f"{I1}-1", "ana", 3, ("duplicate", "stale"), "B"),
-                                     Label(B, I2, f"{I2}-3", "ana", 0)]
+    assert checked([parsed], KEYS)[0] == [Label(batch_id=B, item=I1, chunk=f"{I1}-1", judge="ana", grade=3, tags=("duplicate", "stale"),
+                                                evidence_group="B"),
+                                     Label(batch_id=B, item=I2, chunk=f"{I2}-3", judge="ana", grade=0)]
 
 
 def test_csv_with_only_the_required_columns_and_a_byte_order_mark():
     text = f"\ufeffchunk,grade,judge,item\r\n{I1}-2,1,bo,{I1}\r\n"
-    assert labels("x.csv", text) == [Label(B, I1, f"{I1}-2", "bo", 1)]
+    assert labels("x.csv", text) == [Label(batch_id=B, item=I1, chunk=f"{I1}-2", judge="bo", grade=1)]
 
 
 def test_bad_csv_rows_are_named_with_their_lines():
@@ -276,8 +277,8 @@ def test_label_studio_export():
     assert parsed.format == "label-studio" and parsed.skipped == 1 and not parsed.problems
     assert [line for line, _ in parsed.rows] == [1, 1, 2, 2, 2, 2, 2, 2]
     (got,) = checked([parsed], KEYS)
-    assert got[:2] == [Label(B, I1, f"{I1}-1", "label-studio:1", 3, ("stale",), "A"),
-                       Label(B, I1, f"{I1}-2", "label-studio:1", 1, (), "A")]
+    assert got[:2] == [Label(batch_id=B, item=I1, chunk=f"{I1}-1", judge="label-studio:1", grade=3, tags=("stale",), evidence_group="A"),
+                       Label(batch_id=B, item=I1, chunk=f"{I1}-2", judge="label-studio:1", grade=1, tags=(), evidence_group="A")]
     assert [(x.chunk, x.judge, x.grade) for x in got[2:]] == [
         (f"{I2}-1", "label-studio:1", 2), (f"{I2}-2", "label-studio:1", 0), (f"{I2}-3", "label-studio:1", 1),
         (f"{I2}-1", "label-studio:2", 1), (f"{I2}-2", "label-studio:2", 0), (f"{I2}-3", "label-studio:2", 1)]
@@ -316,8 +317,8 @@ def test_a_json_file_that_is_no_export(text, reason):
 
 def test_a_problem_names_file_and_line():
     assert str(Problem("a.csv", 7, "grade 9 is not one of 0, 1, 2, 3")) == "a.csv: line 7: grade 9 is not one of 0, 1, 2, 3"
-    assert str(Problem("export.json", 2, "x", "task")) == "export.json: task 2: x"
-    assert Parsed("a", "csv", ()).batches == set()
+    assert str(Problem("export.json", 2, "x", unit="task")) == "export.json: task 2: x"
+    assert Parsed(file="a", format="csv", rows=()).batches == set()
 
 
 # -- any labels, any format ------------------------------------------------------
@@ -332,7 +333,8 @@ label_strategy = st.builds(
     grade=st.integers(0, 3),
     tags=st.lists(st.sampled_from(TAGS), unique=True).map(lambda t: tuple(sorted(t))),
     evidence_group=st.none() | st.sampled_from(["A", "B", "C"]),
-).map(lambda x: Label(x.batch_id, x.item, f"{x.item}-{x.chunk}", x.judge, x.grade, x.tags, x.evidence_group))
+).map(lambda x: Label(batch_id=x.batch_id, item=x.item, chunk=f"{x.item}-{x.chunk}", judge=x.judge, grade=x.grade, tags=x.tags,
+                      evidence_group=x.evidence_group))
 ANY_KEYS = {B: {item: {f"{item}-{j}" for j in (1, 2, 3)} for item in ITEMS}}
 
 

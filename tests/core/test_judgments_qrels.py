@@ -14,9 +14,9 @@ from tests.core.test_judgments_importing import label_strategy, unique_pairs
 from tests.core.test_properties import FAST
 
 B = "2026-W48-0f1e2d3c"
-A = Label(B, f"{B}-0001", f"{B}-0001-1", "ana", 2)
-A_CHANGED = Label(B, f"{B}-0001", f"{B}-0001-1", "ana", 2, ("stale",))
-BO = Label(B, f"{B}-0001", f"{B}-0001-1", "bo", 2)
+A = Label(batch_id=B, item=f"{B}-0001", chunk=f"{B}-0001-1", judge="ana", grade=2)
+A_CHANGED = Label(batch_id=B, item=f"{B}-0001", chunk=f"{B}-0001-1", judge="ana", grade=2, tags=("stale",))
+BO = Label(batch_id=B, item=f"{B}-0001", chunk=f"{B}-0001-1", judge="bo", grade=2)
 
 
 def test_a_first_label_is_version_one_and_a_change_the_next():

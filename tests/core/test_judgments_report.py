@@ -55,7 +55,7 @@ KEY = [
 
 
 def label(chunk, judge, grade, tags=(), group=None):
-    return Label(BATCH, chunk.rsplit("-", 1)[0], chunk, judge, grade, tuple(tags), group)
+    return Label(batch_id=BATCH, item=chunk.rsplit("-", 1)[0], chunk=chunk, judge=judge, grade=grade, tags=tuple(tags), evidence_group=group)
 
 
 LABELS = [
@@ -185,8 +185,9 @@ def test_slices_worst_first(out):
 ])  # fmt: skip
 def test_content_age_band_of_the_median_known_age(ages, band):
     key = row("X", "e1", "app|lexical", "q1", 3, 1.0, [(f"c{i}", 0.5) for i in range(len(ages))], ages=ages)
-    item = JudgedItem(key, tuple(JudgedChunk(c["chunk"], c["chunk_id"], "p", "wiki", c["rank"], c["score"], {},
-                                             frozenset(), frozenset(), c.get("age_days")) for c in key["chunks"]))
+    item = JudgedItem(key, tuple(JudgedChunk(chunk=c["chunk"], chunk_id=c["chunk_id"], parent_id="p", source="wiki", rank=c["rank"],
+                                             score=c["score"], grades={},
+                                             tags=frozenset(), evidence_groups=frozenset(), age_days=c.get("age_days")) for c in key["chunks"]))
     assert age_band(item) == band
 
 

@@ -28,8 +28,8 @@ def test_facts_are_read_and_unknown_stays_unknown():
 
 
 def test_plain_runs_pass_through():
-    assert parse_any_run('{"q1": ["d1"], "format": ["d2"]}', True) == Run({"q1": ["d1"], "format": ["d2"]})
-    assert parse_any_run("q1 Q0 d1 1 0.5 t\n", True) == Run({"q1": ["d1"]})
+    assert parse_any_run('{"q1": ["d1"], "format": ["d2"]}', True) == Run(ranking={"q1": ["d1"], "format": ["d2"]})
+    assert parse_any_run("q1 Q0 d1 1 0.5 t\n", True) == Run(ranking={"q1": ["d1"]})
     with pytest.raises(FormatError, match="line 2: not JSON"):
         parse_any_run('{"format": "ragdrift.run.v1",\n', True)
 
@@ -54,7 +54,7 @@ def test_a_bad_facts_run_names_the_query_and_result(queries, message):
 def test_a_trec_run_read_line_by_line_keeps_only_the_judged_queries():
     lines = ["\n", "q1 Q0 d1 1 0.5 t\n", "q2 Q0 d9 1 0.5 t\n", "q1 Q0 d2 2 0.7 t\n", "q2 Q0 d9 2 0.1 t\n"]
     run = read_run(iter(lines), reject_duplicates=True, judged={"q1"})
-    assert run == Run({"q1": ["d2", "d1"]}, unjudged=frozenset({"q2"}))  # q2 read past: its repeated d9 unseen
+    assert run == Run(ranking={"q1": ["d2", "d1"]}, unjudged=frozenset({"q2"}))  # q2 read past: its repeated d9 unseen
     with pytest.raises(FormatError, match="line 4: duplicate doc id 'd1' for query 'q1' \\(first on line 2\\)"):
         read_run(iter([*lines[:3], "q1 Q0 d1 2 0.7 t\n", "q1 Q0 d3 x\n"]), reject_duplicates=True, judged={"q1"})
 
@@ -80,7 +80,7 @@ def test_a_json_run_read_query_by_query_keeps_the_judged_queries_and_the_facts_t
         for fact in ("unauthorized", "stale"):
             assert flagged(run, 2, fact) == {q: docs for q, docs in flagged(whole, 2, fact).items() if q != "q3"}
     plain = '{"q1": ["d1", "a\\nb"],\n "q2": ["d9", "d9"]}'
-    assert read_run(iter([plain]), False, {"q1"}) == Run({"q1": ["d1", "a\nb"]}, unjudged=frozenset({"q2"}))
+    assert read_run(iter([plain]), False, {"q1"}) == Run(ranking={"q1": ["d1", "a\nb"]}, unjudged=frozenset({"q2"}))
 
 
 def test_a_json_run_read_query_by_query_fails_as_it_would_read_whole():

@@ -343,7 +343,8 @@ def test_the_report_says_which_pair_and_why():
 
 def test_judged_items_without_a_version_count_as_none():
     key = {"pipeline_version": None, "app": "shop", "query_id": "q1", "cutoff_k": 1, "ts": 1793613600.0}
-    chunk = JudgedChunk("x", "c1", "p1", "wiki", 1, 0.9, {"j": 2}, frozenset(), frozenset())
+    chunk = JudgedChunk(chunk="x", chunk_id="c1", parent_id="p1", source="wiki", rank=1, score=0.9, grades={"j": 2}, tags=frozenset(),
+                        evidence_groups=frozenset())
     [found] = judged_queries([JudgedItem(key, (chunk,))])
     assert (found.version, found.day) == ("none", "2026-11-02")
 

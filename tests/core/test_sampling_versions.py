@@ -127,8 +127,8 @@ def test_the_report_slices_traffic_precision_by_version():
 
 def _judged(batch, relevant):
     """The batch's manifest and key, and one judge's grade of each item's chunk: 3 if relevant, else 0."""
-    return batch.manifest, batch.key, [Label(batch.batch_id, row["item"], row["chunks"][0]["chunk"], "j1",
-                                             3 if relevant[row["event_id"]] else 0, (), None) for row in batch.key]
+    return batch.manifest, batch.key, [Label(batch_id=batch.batch_id, item=row["item"], chunk=row["chunks"][0]["chunk"], judge="j1",
+                                             grade=3 if relevant[row["event_id"]] else 0, tags=(), evidence_group=None) for row in batch.key]
 
 
 def test_each_event_is_sampled_under_the_version_label_its_gauges_carry():
@@ -213,7 +213,8 @@ def test_a_generated_low_traffic_canary_is_judged_and_its_traffic_estimated():
         assert abs(total - served[version]) <= 4 * spread + 1e-9
     text = json.dumps(batch.items)
     assert not any(version in text for version in canaries)
-    labels = [Label(batch.batch_id, row["item"], chunk["chunk"], "j1", chunk["rank"] % 4, (), None)
+    labels = [Label(batch_id=batch.batch_id, item=row["item"], chunk=chunk["chunk"], judge="j1", grade=chunk["rank"] % 4, tags=(),
+                    evidence_group=None)
               for row in batch.key if row["item"] for chunk in row["chunks"]]
     slices = {s["value"]: s["items"] for s in report(batch.manifest, batch.key, labels)["slices"]["pipeline_version"]}
     assert all(slices[v] == sum(r["pipeline_version"] == v and r["item"] is not None and r["stratum"] != UNIFORM

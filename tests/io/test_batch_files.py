@@ -26,7 +26,7 @@ SECRET = "the quarterly revenue of ACME was 12.4M"
 
 
 def batch():
-    return build(WEEK, [cand(f"e{i}", stratum=UNIFORM) for i in range(6)], BatchConfig({}, default_budget=4, salt="s"))
+    return build(WEEK, [cand(f"e{i}", stratum=UNIFORM) for i in range(6)], BatchConfig(budgets={}, default_budget=4, salt="s"))
 
 
 def texts() -> Texts:
@@ -55,7 +55,7 @@ def test_what_judges_can_read_holds_no_rank_score_weight_or_stratum(tmp_path):
     ranked = [type(c)(**{**{f: getattr(c, f) for f in c.__struct_fields__},
                          "results": tuple(ResultRef(f"chunk-{j}", "p", "s", j, 0.9 - j / 10) for j in range(1, 4))})
               for c in ranked]
-    b = build(WEEK, ranked, BatchConfig({}, default_budget=4, salt="s"))
+    b = build(WEEK, ranked, BatchConfig(budgets={}, default_budget=4, salt="s"))
     items = batch_files.blinded_items(b, texts())
     directory = batch_files.write(tmp_path, b, items, {
         "label-studio/tasks.json": json.dumps(label_studio.tasks(items)),

@@ -31,7 +31,7 @@ def batch(week: str, app: str, version: str | None, pairs: list[tuple[float, int
         key.append({"item": item, "app": app, "pipeline_version": version,
                     "chunks": [{"chunk": f"{item}-1", "chunk_id": f"c{i}", "parent_id": "p", "source": "s",
                                 "rank": 1, "score": score}]})
-        labels.append(Label(batch_id, item, f"{item}-1", "judge", grade))
+        labels.append(Label(batch_id=batch_id, item=item, chunk=f"{item}-1", judge="judge", grade=grade))
     return batch_id, key, labels
 
 

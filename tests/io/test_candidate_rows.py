@@ -40,7 +40,7 @@ def test_results_carry_their_age_and_citation_into_the_key():
     risky, _ = candidates_of(facts, assess(facts, 0, RiskConfig()))
     assert risky.results == (ResultRef("c1", "p", "s", 1, 0.9, 1.5, False), ResultRef("c2", "p", "s", 2, 0.8, None, True),
                              ResultRef("c3", "p", "s", 3, 0.7, None, False))
-    key = build(risky.week, [risky], BatchConfig({}, 1, salt="fixture")).key
+    key = build(risky.week, [risky], BatchConfig(budgets={}, default_budget=1, salt="fixture")).key
     chunks = sorted(key[0]["chunks"], key=lambda c: c["rank"])
     assert [(c.get("age_days"), c.get("cited")) for c in chunks] == [(1.5, False), (None, True), (None, False)]
     uncited = candidates_of(facts_of(decode(orjson.dumps({**doc, "feedback": {"thumbs": 1}})).event),

@@ -19,7 +19,7 @@ STEP = dict(x=(0.1, 0.2, 0.3, 0.4), y=(0.0, 0.5, 0.5, 1.0), relevant=500, brier=
 
 
 def calibration(app: str, version: str | None, n: int = 1000, ece: float = 0.01, fitted_at: float = 1.0):
-    return ScoreFit(app, version, n=n, ece=ece, fitted_at=fitted_at, **STEP)
+    return ScoreFit(app=app, pipeline_version=version, n=n, ece=ece, fitted_at=fitted_at, **STEP)
 
 
 def event(n: int, app: str, version: str | None, scores: list[float], cutoff: int, **extra) -> bytes:

@@ -13,8 +13,8 @@ from agent.io.store.database import StoreError
 
 class Reader(Periodic):
     def __init__(self, outcomes, scheduler=None):
-        super().__init__("test-reader", 3600, logging.getLogger("ragdrift.test"), "the test figures",
-                         scheduler or new_scheduler())
+        super().__init__("test-reader", 3600, logging.getLogger("ragdrift.test"), what="the test figures",
+                         scheduler=scheduler or new_scheduler())
         self.outcomes = list(outcomes)
         self.figures = None
         self.read = threading.Event()
@@ -72,7 +72,7 @@ class Overlap(Periodic):
     """A read that holds on until it is released, counting the reads inside at once."""
 
     def __init__(self):
-        super().__init__("test-overlap", 3600, logging.getLogger("ragdrift.test"), "the test figures", new_scheduler())
+        super().__init__("test-overlap", 3600, logging.getLogger("ragdrift.test"), what="the test figures", scheduler=new_scheduler())
         self.lock = AskedLock()
         self.inside = 0
         self.most = 0
@@ -106,4 +106,4 @@ def test_reads_asked_for_from_two_threads_take_turns():
 
 def test_reload_is_the_subclass_s():
     with pytest.raises(NotImplementedError):
-        Periodic("bare", 60, logging.getLogger("ragdrift.test"), "nothing", new_scheduler()).reload()
+        Periodic("bare", 60, logging.getLogger("ragdrift.test"), what="nothing", scheduler=new_scheduler()).reload()

@@ -14,7 +14,8 @@ B, OTHER = "2026-W48-0f1e2d3c", "2026-W49-aa11bb22"
 
 
 def label(chunk: int, judge: str, grade: int, tags=(), group=None, batch=B) -> Label:
-    return Label(batch, f"{batch}-0001", f"{batch}-0001-{chunk}", judge, grade, tuple(tags), group)
+    return Label(batch_id=batch, item=f"{batch}-0001", chunk=f"{batch}-0001-{chunk}", judge=judge, grade=grade, tags=tuple(tags),
+                 evidence_group=group)
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_import_again_is_a_no_op_and_a_change_is_a_new_version(qrels, url):
     assert set(qrels.latest(B)) == {first[0], first[1], changed}
     assert qrels.latest(OTHER) == [first[3]] and qrels.latest("2020-W01-00000000") == []
     assert qrels.history(B, f"{B}-0001", f"{B}-0001-1", "bo") == [
-        Version(1, 100.0, "a.jsonl", first[2]), Version(2, 300.0, "b.csv", changed)]
+        Version(1, 100.0, "a.jsonl", label=first[2]), Version(2, 300.0, "b.csv", label=changed)]
 
     # back to the first grade: a third version, the history keeps all three
     assert counts(qrels.add([first[2]], "c.jsonl", now=400.0)) == (0, 1, 0)

@@ -286,9 +286,9 @@ def test_a_read_opening_needs_every_table_it_reads_and_an_existing_one_adds_them
 
     Store(url).close()  # a store made before `ragdrift_extra` existed
     with pytest.raises(StoreError, match="lacks ragdrift_extra: it was made by an older release"):
-        Store(url, None, [extra], Opening.READ)
-    Store(url, None, [extra], Opening.EXISTING).close()  # a writing command adds its own table
-    Store(url, None, [extra], Opening.READ).close()
+        Store(url, None, [extra], opening=Opening.READ)
+    Store(url, None, [extra], opening=Opening.EXISTING).close()  # a writing command adds its own table
+    Store(url, None, [extra], opening=Opening.READ).close()
 
 
 def test_a_locked_sqlite_store_fails_a_checkpoint_naming_the_file(tmp_path):

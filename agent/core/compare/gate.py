@@ -22,7 +22,7 @@ class GateError(ValueError):
     """A gate file that does not say what thresholds to use."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GateThresholds:
     metrics: tuple[str, ...] = GATED  # paired thresholds over all compared queries
     slice_metrics: tuple[str, ...] = ("precision", "nDCG")  # and within each slice

@@ -73,7 +73,7 @@ DayKey = tuple[str, str, str]  # (ISO day, app, version)
 QueryKey = tuple[str, str, str, str]  # (ISO day, app, version, query id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LiveConfig:
     versions: tuple[str, ...] = ()  # the versions counted; empty: any, bounded by max_versions
     max_versions: int = 8  # places per app and day for versions counted by name

@@ -94,7 +94,7 @@ _OF_JUDGED = {"precision_at_k": "precision", "ndcg": "nDCG", "mrr": "reciprocalR
 _SEVERITY = {FAIL: 0, INCONCLUSIVE: 1, TOO_FEW: 2, TOO_FEW_DAYS: 2, NOT_MEASURED: 3, PASS: 4}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LiveThresholds:
     min_queries: int = 30  # fewer compared queries (per version, unpaired): not enough data
     min_slice_queries: int = 10  # a smaller slice is listed, not gated
@@ -117,7 +117,7 @@ class LiveThresholds:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JudgedQuery:
     """One judged item's figures: which version served which query, on which day."""
 
@@ -145,8 +145,8 @@ def judged_queries(items: Iterable[JudgedItem], policy: Policy = SEED) -> list[J
         grades = {c.chunk_id: c.grade for c in item.chunks if c.grade is not None}
         found = per_query(grades, [c.chunk_id for c in item.chunks], int(key["cutoff_k"]), policy)
         day = datetime.fromtimestamp(float(key["ts"]), UTC).date().isoformat()
-        out.append(JudgedQuery(str(version), str(key["app"]), str(key["query_id"]), day,
-                               {name: found[source] for name, source in _OF_JUDGED.items()}))
+        out.append(JudgedQuery(version=str(version), app=str(key["app"]), query=str(key["query_id"]), day=day,
+                               values={name: found[source] for name, source in _OF_JUDGED.items()}))
     return out
 
 
@@ -214,7 +214,7 @@ def live_compare(stored: Stored, stable: str, candidate: str, gate: LiveThreshol
     """The live gate's report of `candidate` against `stable` over the stored rows given; days from
     `partial_from` on (ISO, today's as it is still counting) are left out of the material threshold.
     `why` says how the pair was chosen (`Pair.why`, or who named it), as the report's `versions.pair`."""
-    settings = PairedSettings(gate.resamples, gate.level, gate.seed)
+    settings = PairedSettings(resamples=gate.resamples, level=gate.level, seed=gate.seed)
     events = {v: sum(int(r["events"]) for (_, _, ver), r in stored.days.items() if ver == v) for v in (stable, candidate)}
     a, b = _queries(stored.queries, stable), _queries(stored.queries, candidate)
     both = sorted(set(a) & set(b))
@@ -361,7 +361,7 @@ def _figure(metric: str, a: Mapping[tuple[str, str], float], b: Mapping[tuple[st
                margin=material["threshold"])
     if material["threshold"] is None:
         return {**row, "outcome": TOO_FEW if n < min_queries else TOO_FEW_DAYS}
-    found = Paired(n, row["a"], row["b"], delta, material["threshold"])
+    found = Paired(n=n, mean_a=row["a"], mean_b=row["b"], delta=delta, margin=material["threshold"])
     return {**row, "outcome": found.outcome(direction, min_queries)}
 
 

@@ -36,7 +36,7 @@ from agent.core.judgments.bootstrap import Interval, resampled_means
 PASS, FAIL, INCONCLUSIVE, TOO_FEW, NOT_MEASURED = "pass", "fail", "inconclusive", "too few queries", "not measured"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairedSettings:
     resamples: int = 2000
     level: float = 0.95
@@ -45,7 +45,7 @@ class PairedSettings:
     min_margin: float = 0.01
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Paired:
     """One metric over the paired queries where it is defined for both runs."""
 
@@ -75,7 +75,7 @@ def paired(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Paired | N
     if a.size == 0:
         return None
     delta = paired_interval(a, b, settings)
-    return Paired(int(a.size), float(a.mean()), float(b.mean()), delta, margin(a, settings))
+    return Paired(n=int(a.size), mean_a=float(a.mean()), mean_b=float(b.mean()), delta=delta, margin=margin(a, settings))
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, settings: PairedSettings) -> Interval:
@@ -104,7 +104,7 @@ def _read(estimate: float, means: np.ndarray, df: int, level: float) -> Interval
     """The resampled means read at the tail whose normal quantile is Student's t quantile with `df`."""
     tail = float(ndtr(-stdtrit(max(df, 1), (1 + level) / 2)))
     low, high = np.percentile(means, [100 * tail, 100 - 100 * tail])
-    return Interval(estimate, float(low), float(high), level)
+    return Interval(estimate, float(low), float(high), level=level)
 
 
 def margin(a: np.ndarray, settings: PairedSettings) -> float:

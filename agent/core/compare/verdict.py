@@ -35,7 +35,7 @@ Row = dict[str, Any]  # one metric's, slice's or hard gate's line of the report
 Values = dict[str, np.ndarray]  # metric -> its value per compared query
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Inputs:
     qrels: Mapping[str, Mapping[str, float]]
     a: Run  # the baseline
@@ -51,7 +51,8 @@ class Inputs:
 def compare(inputs: Inputs, tick: Callable[[], None] = lambda: None) -> Report:
     """The regression report; `tick` is called once per interval computed (a progress bar's)."""
     gate, a, b = inputs.gate, inputs.a, inputs.b
-    settings = PairedSettings(gate.resamples, gate.level, gate.seed, gate.margin_factor, gate.min_margin)
+    settings = PairedSettings(resamples=gate.resamples, level=gate.level, seed=gate.seed, margin_factor=gate.margin_factor,
+                              min_margin=gate.min_margin)
     queries = [q for q in inputs.qrels if q in a.ranking and q in b.ranking]
     va = values(inputs.qrels, a.ranking, queries, inputs.k, inputs.policy, inputs.evidence)
     vb = values(inputs.qrels, b.ranking, queries, inputs.k, inputs.policy, inputs.evidence)

@@ -24,7 +24,7 @@ import hashlib
 import json
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import date
 from typing import Any, Generic, TypeVar
 
@@ -47,6 +47,7 @@ class Counts:
     numeric: Mapping[str, Sequence[int] | Mapping[int, int]] = field(default_factory=dict)  # fine counts
     mixes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # mix -> category -> count
     queries: Sample = field(default_factory=dict)  # the day's bottom-k sample of hashed query terms (queries.py)
+    _: KW_ONLY
     grids: Mapping[str, str] = field(default_factory=dict)  # numeric feature -> Grid.digest it was counted on
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,7 +68,7 @@ class Counts:
         return cls({f: {int(i): int(n) for i, n in c.items()} for f, c in data.get("numeric", {}).items()},
                    {m: {k: int(n) for k, n in c.items()} for m, c in data.get("mixes", {}).items()},
                    {k: tuple(t) for k, t in data.get("queries", {}).items()},
-                   {f: str(g) for f, g in data.get("grids", {}).items()})  # fmt: skip
+                   grids={f: str(g) for f, g in data.get("grids", {}).items()})  # fmt: skip
 
 
 DayData = Mapping[str, Counts]  # app -> its counts for one day (or one window)
@@ -101,7 +102,7 @@ class AppBaseline:
     mixes: Mapping[str, FeatureReference[Categories]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Baseline:
     name: str
     version: str  # content hash: 16 hex digits of a SHA-256
@@ -140,14 +141,15 @@ class Baseline:
             for app, a in data["apps"].items()
         }  # fmt: skip
         queries = None if data.get("queries") is None else QueryModel.from_dict(data["queries"])
-        out = cls(str(data["name"]), str(data["version"]), tuple(data["days"]), int(data["n_bins"]),
-                  int(data["max_categories"]), ThresholdCalibration.from_dict(data["calibration"]), apps, queries)  # fmt: skip
+        out = cls(name=str(data["name"]), version=str(data["version"]), days=tuple(data["days"]), n_bins=int(data["n_bins"]),
+                  max_categories=int(data["max_categories"]), calibration=ThresholdCalibration.from_dict(data["calibration"]),
+                  apps=apps, queries=queries)
         if out.version != version_of(out.content()):
             raise ValueError(f"baseline {out.name!r}: content does not match version {out.version}")
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
     app: str
     feature: str  # a numeric feature or a mix
@@ -161,7 +163,7 @@ class Finding:
     rate: float | None = None  # expected false-alarm rate at `threshold` (calibrate.expected_rate); None: unknown
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GridMismatch:
     """A numeric feature of a window counted on another grid than the baseline's bins: never compared."""
 
@@ -209,7 +211,7 @@ def freeze(
             for day, c in zip(order, per_day):
                 counted = c.grids.get(feature, grid.digest)  # a day stored before grids were recorded: unknown
                 if counted != grid.digest:
-                    found = GridMismatch(app, feature, counted, grid.digest, "the configured grid")
+                    found = GridMismatch(app=app, feature=feature, counted=counted, expected=grid.digest, against="the configured grid")
                     raise ValueError(f"day {day}: {found}; freeze from days counted on the configured grid")
             fine = _integral([grid.dense(c.numeric.get(feature, {})) for c in per_day], app, feature)
             if fine.sum() > 0:
@@ -232,8 +234,10 @@ def freeze(
             apps[app] = AppBaseline(numeric, mixes)
     if not apps:
         raise ValueError(f"no data to freeze baseline {name!r} from: {len(days)} days, no counts in any")
-    content = Baseline(name, "", tuple(order), n_bins, max_categories, calibration, apps, queries).content()
-    return Baseline(name, version_of(content), tuple(order), n_bins, max_categories, calibration, apps, queries)
+    content = Baseline(name=name, version="", days=tuple(order), n_bins=n_bins, max_categories=max_categories, calibration=calibration, apps=apps,
+                       queries=queries).content()
+    return Baseline(name=name, version=version_of(content), days=tuple(order), n_bins=n_bins, max_categories=max_categories,
+                    calibration=calibration, apps=apps, queries=queries)
 
 
 def _with_clusters(
@@ -248,7 +252,7 @@ def _with_clusters(
     out = {}
     for d, apps, found in zip(order, names, counts):
         out[d] = {app: Counts(days[d][app].numeric, {**days[d][app].mixes, QUERY_CLUSTER: cats}, days[d][app].queries,
-                              days[d][app].grids)
+                              grids=days[d][app].grids)
                   for app, cats in zip(apps, found)}  # fmt: skip
     return out, model
 
@@ -262,7 +266,7 @@ def grid_mismatches(baseline: Baseline, window: DayData) -> list[GridMismatch]:
         for feature, r in sorted(baseline.apps[app].numeric.items()):
             expected = r.bins.grid.digest
             if feature in window[app].numeric and recorded.get(feature, expected) != expected:
-                out.append(GridMismatch(app, feature, recorded[feature], expected))
+                out.append(GridMismatch(app=app, feature=feature, counted=recorded[feature], expected=expected))
     return out
 
 
@@ -293,7 +297,8 @@ def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
                 value = float(statistic(stat, r.counts, coarse, centres))
                 fired = alarm(stat, value, limit)
                 rate = expected_rate(threshold, baseline.calibration)
-                out.append(Finding(app, feature, stat, value, limit, fired, n, threshold.calibrated, held, rate))
+                out.append(Finding(app=app, feature=feature, stat=stat, value=value, threshold=limit, alarm=fired, n=n,
+                                   calibrated=threshold.calibrated, counts=held, rate=rate))
     return out
 
 

@@ -26,7 +26,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ class Grid:
     lo: float
     hi: float
     cells: int
+    _: KW_ONLY
     scale: float | None = None  # None: uniform in x; else uniform in asinh(x / scale)
     if TYPE_CHECKING:  # set by __post_init__
         _edges: np.ndarray = field(init=False)
@@ -126,7 +127,7 @@ class Grid:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Grid:
         scale = data.get("scale")
-        return cls(float(data["lo"]), float(data["hi"]), int(data["cells"]), None if scale is None else float(scale))
+        return cls(float(data["lo"]), float(data["hi"]), int(data["cells"]), scale=None if scale is None else float(scale))
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ TAIL_MIN_VALUES = 5  # positive values needed to fit the log-normal tail beyond 
 DEFAULT_THRESHOLDS = MappingProxyType({"psi": 0.25, "js": 0.2, "ks": 0.2, "wasserstein": 0.5, "chi2_p": 0.001})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ThresholdCalibration:
     """How thresholds are calibrated; stored in the baseline for the record."""
 
@@ -106,11 +106,11 @@ class ThresholdCalibration:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ThresholdCalibration:
-        return cls(float(data["rate"]), int(data["min_days"]), int(data["min_events"]), int(data["draws"]),
-                   int(data["seed"]), dict(data["defaults"]))  # fmt: skip
+        return cls(rate=float(data["rate"]), min_days=int(data["min_days"]), min_events=int(data["min_events"]), draws=int(data["draws"]),
+                   seed=int(data["seed"]), defaults=dict(data["defaults"]))  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Threshold:
     """One statistic's threshold by window size: values at `sizes` (events), a power law between them."""
 
@@ -145,8 +145,8 @@ class Threshold:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Threshold:
-        return cls(tuple(int(s) for s in data["sizes"]), tuple(float(v) for v in data["values"]),
-                   tuple(int(s) for s in data["samples"]), bool(data["calibrated"]), str(data["reason"]))  # fmt: skip
+        return cls(sizes=tuple(int(s) for s in data["sizes"]), values=tuple(float(v) for v in data["values"]),
+                   samples=tuple(int(s) for s in data["samples"]), calibrated=bool(data["calibrated"]), reason=str(data["reason"]))  # fmt: skip
 
 
 def expected_rate(threshold: Threshold, settings: ThresholdCalibration) -> float | None:
@@ -221,7 +221,7 @@ def calibrate_thresholds(
         if tailed:
             reason += (f"; at {', '.join(map(str, tailed))} events the threshold extrapolates a log-normal tail "
                        "beyond the extreme of too few values")
-        out[stat] = Threshold(tuple(kept_sizes), tuple(values), tuple(samples), True, reason)
+        out[stat] = Threshold(sizes=tuple(kept_sizes), values=tuple(values), samples=tuple(samples), calibrated=True, reason=reason)
     return out
 
 
@@ -257,7 +257,7 @@ def fallback(stats: Sequence[str], total: npt.ArrayLike, centres: npt.ArrayLike 
         value = float(settings.defaults[stat])
         if stat == "wasserstein":
             value *= spread(total, centres)
-        out[stat] = Threshold((settings.min_events,), (value,), (0,), False, f"{why}: default threshold")
+        out[stat] = Threshold(sizes=(settings.min_events,), values=(value,), samples=(0,), calibrated=False, reason=f"{why}: default threshold")
     return out
 
 

@@ -362,7 +362,8 @@ def counts_of(rows: Deltas, split: bool = False) -> dict[str, dict[str, Counts]]
             _add(numeric.setdefault(name, {}), {int(k): int(n) for k, n in counts.items()})
         else:
             _add(mixes.setdefault(name, {}), {str(k): int(n) for k, n in counts.items()})
-    return {day: {app: Counts(*held) for app, held in apps.items()} for day, apps in sorted(days.items())}
+    return {day: {app: Counts(numeric, mixes, queries, grids=grids) for app, (numeric, mixes, queries, grids) in apps.items()}
+            for day, apps in sorted(days.items())}
 
 
 def window(days: dict[str, dict[str, Counts]], split: bool = False) -> dict[str, Counts]:

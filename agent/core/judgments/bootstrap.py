@@ -14,7 +14,7 @@ free of hidden state.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,7 @@ class Interval:
     estimate: float
     low: float
     high: float
+    _: KW_ONLY
     level: float
 
 
@@ -52,7 +53,7 @@ def bootstrap_interval(
     estimate, means = resampled_means(values, rng, weights, resamples=resamples, strata=strata)
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
-    return Interval(estimate, float(low), float(high), level)
+    return Interval(estimate, float(low), float(high), level=level)
 
 
 def resampled_means(

@@ -37,7 +37,7 @@ ECE_BINS = 10
 THRESHOLD = 2  # grade >= 2 is relevant, as in the report
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScoreFit:
     """A fitted calibration: plain data, JSON in and out, evaluated in O(log n)."""
 
@@ -148,8 +148,8 @@ def fit(app: str, pipeline_version: str | None, scores: Sequence[float], grades:
     if len(scores) >= folds:
         held_out = out_of_fold(scores, relevant, folds)
         error, score = ece(held_out, relevant), brier(held_out, relevant)
-    return ScoreFit(app, pipeline_version, x, y, len(scores), int(sum(relevant)), error, score,
-                       threshold, folds, tuple(batches), fitted_at)
+    return ScoreFit(app=app, pipeline_version=pipeline_version, x=x, y=y, n=len(scores), relevant=int(sum(relevant)), ece=error, brier=score,
+                       threshold=threshold, folds=folds, batches=tuple(batches), fitted_at=fitted_at)
 
 
 def samples(items: Iterable[JudgedItem]) -> dict[tuple[str, str | None], tuple[list[float], list[float]]]:

@@ -10,7 +10,7 @@ A metric a view cannot estimate (nothing judged for it) has no row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from agent.core.judgments.report import ALL
@@ -20,7 +20,7 @@ GAUGED = {"precision": "precision", "recall": "recall", "reciprocalRank": "recip
           "nDCG": "ndcg"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Figure:
     app: str
     view: str  # traffic | challenge
@@ -36,6 +36,7 @@ class JudgedFigures:
     batch_id: str
     week: str
     items: dict[tuple[str, str, str], int]  # (app, view, stratum) -> judged items in the view
+    _: KW_ONLY
     figures: tuple[Figure, ...]
 
 
@@ -51,5 +52,6 @@ def gauges(report: dict[str, Any]) -> JudgedFigures:
         for metric in GAUGED:
             m = v["metrics"].get(metric)
             if m is not None:
-                figures.append(Figure(app, v["view"], v["stratum"], metric, m["estimate"], m["low"], m["high"]))
-    return JudgedFigures(str(report["batch_id"]), str(report["week"]), items, tuple(figures))
+                figures.append(Figure(app=app, view=v["view"], stratum=v["stratum"], metric=metric, estimate=m["estimate"], low=m["low"],
+                                      high=m["high"]))
+    return JudgedFigures(str(report["batch_id"]), str(report["week"]), items, figures=tuple(figures))

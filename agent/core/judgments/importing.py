@@ -34,7 +34,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from agent.core.judgments import studio
@@ -55,6 +55,7 @@ class Problem:
     file: str
     line: int  # 1-based line of a JSONL or CSV file; the task's position in a Label Studio export
     reason: str
+    _: KW_ONLY
     unit: str = "line"  # "line", or "task" in a Label Studio export
 
     def __str__(self) -> str:
@@ -69,7 +70,7 @@ class Refused(ValueError):
         super().__init__(f"{len(self.problems)} problem(s), the first: {self.problems[0]}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Parsed:
     file: str
     format: str  # one of FORMATS
@@ -112,7 +113,7 @@ def parse(file: str, text: str, format: str | None = None) -> Parsed:
     text = text.removeprefix("\ufeff")  # a spreadsheet's byte order mark
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}, expected one of {FORMATS}")
-    reader = Reader(file, format)
+    reader = Reader(file=file, format=format)
     if not text.strip():
         reader.problem(1, "the file is empty")
         return reader.done()
@@ -130,7 +131,7 @@ def parse(file: str, text: str, format: str | None = None) -> Parsed:
 
 def parse_label_studio(file: str, tasks: object) -> Parsed:
     """The labels of a Label Studio JSON export, already decoded (as `pull` reads it)."""
-    return studio.read(Reader(file, "label-studio"), tasks)
+    return studio.read(Reader(file=file, format="label-studio"), tasks)
 
 
 def checked(files: Sequence[Parsed], keys: Keys) -> list[list[Label]]:
@@ -151,7 +152,7 @@ def checked(files: Sequence[Parsed], keys: Keys) -> list[list[Label]]:
                           f"(first in {first[label.pair]})")
             first.setdefault(label.pair, f"{parsed.file}, {unit} {line}")
             if reason is not None:
-                found.append(Problem(parsed.file, line, reason, unit))
+                found.append(Problem(parsed.file, line, reason, unit=unit))
         problems += sorted(found, key=lambda p: p.line)
     if problems:
         raise Refused(problems)
@@ -174,7 +175,7 @@ def _unit(format: str) -> str:
     return "task" if format == "label-studio" else "line"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Reader:
     """One file's rows as they are read: labels, problems, skipped rows."""
 
@@ -187,15 +188,15 @@ class Reader:
     duplicates: list[Problem] = field(default_factory=list)
 
     def done(self) -> Parsed:
-        return Parsed(self.file, self.format, tuple(self.rows), tuple(self.problems), self.skipped,
-                      tuple(self.duplicates))
+        return Parsed(file=self.file, format=self.format, rows=tuple(self.rows), problems=tuple(self.problems), skipped=self.skipped,
+                      duplicates=tuple(self.duplicates))
 
     def problem(self, line: int, reason: str) -> None:
-        self.problems.append(Problem(self.file, line, reason, _unit(self.format)))
+        self.problems.append(Problem(self.file, line, reason, unit=_unit(self.format)))
 
     def duplicate(self, line: int, reason: str) -> None:
         """What was set aside, and why: reported, never refused."""
-        self.duplicates.append(Problem(self.file, line, reason, _unit(self.format)))
+        self.duplicates.append(Problem(self.file, line, reason, unit=_unit(self.format)))
 
     def name(self, key: str) -> str:
         """A field as a reason names it: in a CSV file with its column."""
@@ -236,7 +237,8 @@ class Reader:
             for reason in reasons:
                 self.problem(line, where + reason)
             return
-        self.rows.append((line, Label(batch_of(item), item, chunk, judge, grade, tuple(sorted(set(tags))), group)))
+        self.rows.append((line, Label(batch_id=batch_of(item), item=item, chunk=chunk, judge=judge, grade=grade, tags=tuple(sorted(set(tags))),
+                                      evidence_group=group)))
 
     # -- JSON Lines --------------------------------------------------------
 

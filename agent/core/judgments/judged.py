@@ -18,7 +18,7 @@ from typing import Any
 from agent.core.judgments.labels import Label
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JudgedChunk:
     chunk: str  # blinded id
     chunk_id: str

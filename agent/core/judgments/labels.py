@@ -16,7 +16,7 @@ GRADES = (0, 1, 2, 3)  # 0 irrelevant, 1 marginally relevant, 2 relevant, 3 high
 TAGS = ("stale", "duplicate", "unauthorized", "wrong_locale", "wrong_version", "low_authority")
 
 
-class Label(msgspec.Struct, frozen=True, gc=False):
+class Label(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """One judge's grade of one chunk of one item."""
 
     batch_id: str

@@ -37,7 +37,7 @@ Gain = Literal["exp", "linear"]
 Duplicates = Literal["reject", "keep"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Policy:
     """The conventions a metric set follows; see the module docstring."""
 
@@ -52,8 +52,10 @@ class Policy:
     clamp_gain: bool  # negative grades gain 0 (trec_eval) or count negative (seed script)
 
 
-SEED = Policy("seed", 2, "exp", "keep", "returned", 1.0, True, "qrels", False)
-TREC = Policy("trec", 1, "linear", "reject", "k", 0.0, False, "both", True)
+SEED = Policy(name="seed", threshold=2, gain="exp", duplicates="keep", precision_over="returned", empty_score=1.0, rr_within_k=True,
+              queries="qrels", clamp_gain=False)
+TREC = Policy(name="trec", threshold=1, gain="linear", duplicates="reject", precision_over="k", empty_score=0.0, rr_within_k=False, queries="both",
+              clamp_gain=True)
 POLICIES = {"seed": SEED, "trec": TREC}
 
 

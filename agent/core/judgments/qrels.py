@@ -10,7 +10,7 @@ the history of a pair is every label it had, in order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from agent.core.judgments.labels import Label
 
@@ -22,6 +22,7 @@ class Revision:
     versions: tuple[tuple[int, Label], ...]  # (version, label) to add
     new: int  # pairs labelled for the first time
     changed: int  # pairs given a new version
+    _: KW_ONLY
     unchanged: int  # labels equal to their pair's latest version
 
 
@@ -43,4 +44,4 @@ def revise(latest: Mapping[Pair, tuple[int, Label]], labels: Iterable[Label]) ->
         version = 1 if held is None else held[0] + 1
         current[label.pair] = (version, label)
         versions.append((version, label))
-    return Revision(tuple(versions), new, changed, unchanged)
+    return Revision(tuple(versions), new, changed, unchanged=unchanged)

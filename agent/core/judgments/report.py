@@ -63,7 +63,7 @@ CHECKED_TAGS = {"stale": "stale", "unauthorized": "unauthorized"}  # tag -> the 
 KAPPA_WEIGHTS = "linear"  # grades are ordinal and evenly spaced: each step of disagreement costs the same
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Options:
     threshold: float = 2  # a (mean) grade at least this is relevant
     gain: Gain = "exp"  # nDCG gain: 2^g - 1, or g

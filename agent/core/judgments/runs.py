@@ -67,7 +67,7 @@ def _served_as(doc: str, code: int) -> Served:
     return Served(doc, _FACT[code % 3], _FACT[code // 3])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Run:
     ranking: Mapping[str, Sequence[str]]
     # per query, in rank order; empty for a plain run. A query not judged (`read_run`) is here only when
@@ -94,7 +94,7 @@ def read_run(lines: Iterable[str], reject_duplicates: bool, judged: Container[st
         return json_run(_text(head, lines), reject_duplicates, judged)
     ranking, unjudged = trec_run((part for line in chain(head, lines) for part in line.splitlines()),
                                  reject_duplicates, judged)
-    return Run(ranking, unjudged=unjudged)
+    return Run(ranking=ranking, unjudged=unjudged)
 
 
 def _text(head: list[str], lines: Iterator[str]) -> str:
@@ -122,7 +122,7 @@ def parse_any_run(text: str, reject_duplicates: bool) -> Run:
     text = text.removeprefix("\ufeff")
     if is_json(text):
         return json_run(text, reject_duplicates, None)
-    return Run(trec_run(text.splitlines(), reject_duplicates)[0])
+    return Run(ranking=trec_run(text.splitlines(), reject_duplicates)[0])
 
 
 def json_run(text: str, reject_duplicates: bool, judged: Container[str] | None) -> Run:
@@ -217,7 +217,7 @@ class _Reader:
         if not isinstance(form, str):
             if self.plain.error is not None:
                 raise self.plain.error
-            return Run(self.plain.ranking, unjudged=frozenset(self.plain.unjudged))
+            return Run(ranking=self.plain.ranking, unjudged=frozenset(self.plain.unjudged))
         if form != FORMAT:
             raise FormatError(None, f"format {shown(form)} is not {FORMAT!r}")
         _keys(() if self.stray is None else (self.stray,), _TOP, "the run")
@@ -232,8 +232,8 @@ class _Reader:
         if kept.error is not None:
             raise kept.error
         config, corpus = self.top.get("config"), self.top.get("corpus")
-        return Run(kept.ranking, kept.served, kept.latency, config if isinstance(config, str) else None,
-                   corpus if isinstance(corpus, str) else None, frozenset(kept.unjudged))
+        return Run(ranking=kept.ranking, served=kept.served, latency_ms=kept.latency, config=config if isinstance(config, str) else None,
+                   corpus=corpus if isinstance(corpus, str) else None, unjudged=frozenset(kept.unjudged))
 
 
 def _entry(query: str, entry: object, reject_duplicates: bool) -> tuple[list[str], bytes, float | None]:

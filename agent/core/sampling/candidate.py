@@ -48,7 +48,7 @@ class ResultRef(msgspec.Struct, frozen=True, gc=False, array_like=True):
     cited: bool | None = None  # cited by the answer; None when the event reports no citations
 
 
-class Candidate(msgspec.Struct, frozen=True, gc=False):
+class Candidate(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """One event offered to one stratum: plain data, no raw text."""
 
     event_id: str

@@ -102,7 +102,7 @@ def estimate(selection: Selection, f: Callable[[Candidate], float]) -> Estimate:
 TINY = 1e-12  # below this (relative) a residual or a leverage is rounding
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Ratio:
     """A ratio sum(a f) / sum(a) over priority-sampled items, and its variance (module docstring)."""
 
@@ -144,7 +144,7 @@ def ratio(values: npt.ArrayLike, weights: npt.ArrayLike) -> Ratio:
     spread = float(c.sum())
     bounded = bool(np.all((f >= 0) & (f <= 1)))
     if spread == 0:
-        return Ratio(estimate, 0.0, 0.0, math.inf, bounded)
+        return Ratio(estimate=estimate, variance=0.0, unit=0.0, df=math.inf, bounded=bounded)
     h = a / total
     shrinkage = 1 - 2 * float(h @ c) / spread + float(h @ h)
     z = f - estimate
@@ -152,5 +152,5 @@ def ratio(values: npt.ArrayLike, weights: npt.ArrayLike) -> Ratio:
     terms = c * z * z / total**2 / max(shrinkage, TINY)
     variance = float(terms.sum())
     if shrinkage < TINY or variance < TINY * unit:  # one item carries all the weight, or every value is the same
-        return Ratio(estimate, 0.0, unit, max(spread**2 / float(c @ c) - 1, 1.0), bounded)
-    return Ratio(estimate, variance, unit, max(variance**2 / float(terms @ terms), 1.0), bounded)
+        return Ratio(estimate=estimate, variance=0.0, unit=unit, df=max(spread**2 / float(c @ c) - 1, 1.0), bounded=bounded)
+    return Ratio(estimate=estimate, variance=variance, unit=unit, df=max(variance**2 / float(terms @ terms), 1.0), bounded=bounded)

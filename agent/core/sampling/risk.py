@@ -83,7 +83,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RiskConfig:
     """Signal weights and thresholds; `weights` overrides `DEFAULT_WEIGHTS` per signal.
 

@@ -53,7 +53,7 @@ RowKey = tuple[str, str, str]  # (week, stratum, event_id): one candidate row
 NEW, RAISED = "new", "raised"  # a reservoir's change: an event added, or a kept one's priority raised
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Budgets:
     """How many events per week each stratum samples, and the memory bounds."""
 

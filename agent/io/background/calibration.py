@@ -25,7 +25,7 @@ class CalibrationWatch(Periodic):
 
     def __init__(self, calibrations: Calibrations, rule: ServingRule, refresh_seconds: float = 60.0, *,
                  scheduler: BackgroundScheduler):
-        super().__init__("calibration-refresh", refresh_seconds, log, "the calibrations", scheduler)
+        super().__init__("calibration-refresh", refresh_seconds, log, what="the calibrations", scheduler=scheduler)
         self.calibrations = calibrations
         self.rule = rule
         self.active = Active()

@@ -108,7 +108,7 @@ class DriftWatch(Periodic):
 
     def __init__(self, store: DriftStore, group_id: str, clock: Callable[[], float] = time.time, *,
                  scheduler: BackgroundScheduler, split: bool = False):
-        super().__init__("drift-refresh", REFRESH_SECONDS, log, "the drift figures", scheduler)
+        super().__init__("drift-refresh", REFRESH_SECONDS, log, what="the drift figures", scheduler=scheduler)
         self.store = store
         self.group_id = group_id
         self.split = split

@@ -42,7 +42,7 @@ JUDGED_BATCHES = 12  # the newest batches searched for labels: a quarter of week
 GAUGE_OPTIONS = Options()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JudgmentStatus:
     candidates: dict[str, int] = field(default_factory=dict)  # this week's, per stratum, all replicas
     security_queue: int | None = None
@@ -61,7 +61,7 @@ class JudgmentJobs(Periodic):
 
     def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int, *,
                  scheduler: BackgroundScheduler, weekly: Weekly | None = None):
-        super().__init__("judgment-status", REFRESH_SECONDS, log, "the judgment queue's figures", scheduler,
+        super().__init__("judgment-status", REFRESH_SECONDS, log, what="the judgment queue's figures", scheduler=scheduler,
                          misfire_grace_time=GRACE_SECONDS)
         self.settings = settings
         self.queue = queue

@@ -70,7 +70,7 @@ VERDICTS = {PASSED: "pass", FAILED: "fail", NOT_ENOUGH: "not_enough_data"}  # re
 CONFIGURED = {"chosen": "configured", "reason": "live_gate.stable and live_gate.candidate"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Judged:
     """One app's comparison."""
 
@@ -138,7 +138,7 @@ def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate:
             report = live_compare(stored, pair.stable, pair.candidate, gate, {"from": first, "to": last},
                                   partial_from, pair.why)
             totals = dict(versions_by_traffic(app_days))
-            out.append(Judged(label, pair.stable, pair.candidate, {v: totals.get(v, 0) for v in pair[:2]}, report))
+            out.append(Judged(app=label, stable=pair.stable, candidate=pair.candidate, events={v: totals.get(v, 0) for v in pair[:2]}, report=report))
         except Exception as exc:  # one app's bad rows must not silence the others
             if failed is None:
                 raise
@@ -152,7 +152,7 @@ class LiveGateWatch(Periodic):
     def __init__(self, store: LiveGateStore, group_id: str, gate: LiveThresholds, window_days: int,
                  versions: tuple[str, str] | None, refresh_seconds: float, clock: Callable[[], float] = time.time, *,
                  top_n: int, scheduler: BackgroundScheduler):
-        super().__init__("live-gate-refresh", refresh_seconds, log, "the live gate's rows", scheduler)
+        super().__init__("live-gate-refresh", refresh_seconds, log, what="the live gate's rows", scheduler=scheduler)
         self.store, self.group_id, self.gate, self.top_n = store, group_id, gate, top_n
         self.window_days, self.versions, self.clock = window_days, versions, clock
         self.refresh_seconds = refresh_seconds

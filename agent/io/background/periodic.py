@@ -30,7 +30,7 @@ class Periodic:
 
     `options` are the jobs' own (a `misfire_grace_time`, say)."""
 
-    def __init__(self, job: str, seconds: float, log: logging.Logger, what: str, scheduler: BackgroundScheduler,
+    def __init__(self, job: str, seconds: float, log: logging.Logger, *, what: str, scheduler: BackgroundScheduler,
                  **options):
         self.job, self.log, self.what, self.options = job, log, what, options
         self.scheduler = scheduler

@@ -55,7 +55,7 @@ def reading(settings: KafkaSettings, topic: str, timeout: float, since: float | 
     consumer = None
     try:
         consumer = _consumer(settings, timeout)
-        yield Reading(consumer, topic, timeout, since, settings.max_poll_records)
+        yield Reading(consumer=consumer, topic=topic, timeout=timeout, since=since, max_records=settings.max_poll_records)
     except KafkaTimeoutError:
         raise TopicError(f"no answer from the Kafka broker at {plain(settings.bootstrap_servers)} "
                          f"within {timeout:g} s") from None
@@ -91,7 +91,7 @@ def _consumer(settings: KafkaSettings, timeout: float) -> KafkaConsumer:
 class Reading:
     """The topic's partitions, where reading starts and ends in each, and the records between."""
 
-    def __init__(self, consumer: KafkaConsumer, topic: str, timeout: float, since: float | None, max_records: int):
+    def __init__(self, *, consumer: KafkaConsumer, topic: str, timeout: float, since: float | None, max_records: int):
         self.consumer = consumer
         self.topic = topic
         self.timeout = timeout
@@ -166,8 +166,8 @@ def letter(record: ConsumerRecord) -> Letter:
     reason = headers[REASON_HEADER].decode("utf-8", "replace") if REASON_HEADER in headers else None
     kind = grouped(reason)[0] if reason else ""
     payload = record.value if headers.get(PAYLOAD_HEADER) == ORIGINAL else None
-    return Letter(record.partition, record.offset, written_at(record), reason or None,
-                  _source(headers), event_id(kind, payload))
+    return Letter(partition=record.partition, offset=record.offset, written=written_at(record), reason=reason or None,
+                  source=_source(headers), event_id=event_id(kind, payload))
 
 
 def _source(headers: dict[str, bytes]) -> tuple[str, int, int] | None:

@@ -16,7 +16,7 @@ from agent.io.kafka import broker
 log = logging.getLogger("ragdrift.agent")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Letter:
     """A dead letter in flight."""
 
@@ -42,7 +42,7 @@ class DeadLetters:
         except KafkaError:  # e.g. larger than the producer takes: forward the facts only
             value, key, headers = broker.dead_letter(record, rejected, withhold=True)
             future = self.producer.send(self.topic, value=value, key=key, headers=headers)
-        self.pending.append(Letter(future, record.topic, record.partition, record.offset, rejected.reason))
+        self.pending.append(Letter(future=future, topic=record.topic, partition=record.partition, offset=record.offset, reason=rejected.reason))
         self.rejected[rejected.kind] += 1
 
     def log_new(self) -> None:

@@ -32,7 +32,7 @@ _ACKS = f"{_OURS}: dead letters are written with acks=all"
 _STALL = f"{_OURS}: a dead letter must not stall the loop"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Names:
     """One library's setting names: which client takes each, and which the agent sets."""
 
@@ -43,8 +43,8 @@ class Names:
     managed: Mapping[str, str]  # setting -> where to set it instead
 
 
-KAFKA_PYTHON_NAMES = Names(KAFKA_PYTHON, "kafka-python", frozenset(KafkaConsumer.DEFAULT_CONFIG),
-                           frozenset(KafkaProducer.DEFAULT_CONFIG), {
+KAFKA_PYTHON_NAMES = Names(library=KAFKA_PYTHON, kind="kafka-python", consumer=frozenset(KafkaConsumer.DEFAULT_CONFIG),
+                           producer=frozenset(KafkaProducer.DEFAULT_CONFIG), managed={
     "bootstrap_servers": "kafka.bootstrap_servers",
     "group_id": "kafka.group_id",
     "client_id": f"{_OURS} (one per replica)",
@@ -60,7 +60,7 @@ KAFKA_PYTHON_NAMES = Names(KAFKA_PYTHON, "kafka-python", frozenset(KafkaConsumer
     "linger_ms": _OURS,
     "max_block_ms": _STALL,
 })
-LIBRDKAFKA_NAMES = Names(CONFLUENT, "librdkafka", librdkafka.CONSUMER, librdkafka.PRODUCER, {
+LIBRDKAFKA_NAMES = Names(library=CONFLUENT, kind="librdkafka", consumer=librdkafka.CONSUMER, producer=librdkafka.PRODUCER, managed={
     "bootstrap.servers": "kafka.bootstrap_servers",
     "metadata.broker.list": "kafka.bootstrap_servers",
     "group.id": "kafka.group_id",

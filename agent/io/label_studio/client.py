@@ -190,7 +190,7 @@ class LabelStudio:
     shared with its other requests); ``max_bytes`` bounds each answer.
     """
 
-    def __init__(self, url: str, token: str, timeout: float = 60.0, deadline: Deadline | None = None,
+    def __init__(self, url: str, token: str, *, timeout: float = 60.0, deadline: Deadline | None = None,
                  max_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout

@@ -41,7 +41,7 @@ class ConfigError(ValueError):
     """A configuration problem, naming the key."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KafkaSettings:
     bootstrap_servers: str = "localhost:9092"
     topics: list[str] = field(default_factory=lambda: ["retrieval.v1"])
@@ -82,7 +82,7 @@ class TlsSettings:
     key_file: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MetricsSettings:
     address: str = "0.0.0.0"
     port: int = 9108
@@ -94,7 +94,7 @@ class MetricsSettings:
     tls: TlsSettings = field(default_factory=TlsSettings)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WindowSettings:
     windows: dict[str, int] = field(default_factory=lambda: {"5m": 300, "1h": 3600, "24h": 86400})
     lateness_seconds: int = 300
@@ -115,7 +115,7 @@ class LogSettings:
     level: str = "INFO"
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, kw_only=True)
 class Settings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     store: StoreSettings = field(default_factory=StoreSettings)

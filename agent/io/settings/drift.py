@@ -7,7 +7,7 @@ other section (docs/operations.md lists each key).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from agent.core.drift.bins import Grid
 from agent.core.drift.calibrate import ThresholdCalibration
@@ -27,10 +27,11 @@ class GridSettings:
     lo: float = 0.0
     hi: float = 1.0
     cells: int = 100
+    _: KW_ONLY
     scale: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DriftSettings:
     enabled: bool = True  # keep the daily drift counts in the store
     false_alarm_rate: float = ThresholdCalibration().rate  # the rate baselines calibrate their thresholds for
@@ -41,7 +42,7 @@ class DriftSettings:
 
 def grids(d: DriftSettings) -> Grids:
     """The configured per-app grids; every other (app, feature) keeps the default."""
-    return Grids(by_app={app: {f: Grid(float(g.lo), float(g.hi), g.cells, g.scale) for f, g in features.items()}
+    return Grids(by_app={app: {f: Grid(float(g.lo), float(g.hi), g.cells, scale=g.scale) for f, g in features.items()}
                          for app, features in d.grids.items()})  # fmt: skip
 
 
@@ -64,6 +65,6 @@ def check_drift(d: DriftSettings, need: Callable[[bool, str, str], None]) -> Non
             need(feature in FEATURES, key, f"not a numeric drift feature (one of {', '.join(FEATURES)})")
             need(g.cells <= MAX_CELLS, f"{key}.cells", f"must be at most {MAX_CELLS}")
             try:
-                Grid(float(g.lo), float(g.hi), g.cells, g.scale)
+                Grid(float(g.lo), float(g.hi), g.cells, scale=g.scale)
             except (TypeError, ValueError) as exc:
                 need(False, key, str(exc))

@@ -24,7 +24,7 @@ THRESHOLDS = ("top1_low", "gap_small", "rerank_shift", "new_terms_min", "rare_sh
 COUNTS = ("rerank_shift", "new_terms_min")  # the thresholds that count ranks or terms
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ResolverSettings:
     """Where a batch finds text for judges (agent/io/http/resolver.py): none, file, command or http."""
 
@@ -42,7 +42,7 @@ class LabelStudioSettings:
     token_env: str = "LABEL_STUDIO_TOKEN"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CalibrationSettings:
     """Score calibration and the estimated precision of live traffic (docs/judgments.md, "Calibration")."""
 
@@ -54,7 +54,7 @@ class CalibrationSettings:
     refresh_seconds: float = 60.0  # how often the agent reads the stored fits
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JudgmentSettings:
     """The judgment queue (docs/judgments.md): sampling, the weekly batch, its export."""
 

@@ -20,7 +20,7 @@ _T = LiveThresholds()
 _C = LiveConfig()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LiveGateSettings:
     enabled: bool = False  # count per pipeline version and export the gate's verdict
     stable: str = ""  # the stable version; empty (with candidate): per app, of the versions serving (`pair_of`)
@@ -50,7 +50,8 @@ class LiveGateSettings:
 def live_config(s: LiveGateSettings) -> LiveConfig:
     """What each partition counts with: only the two configured versions, when both are."""
     versions = (s.stable, s.candidate) if s.stable and s.candidate else ()
-    return LiveConfig(versions, s.max_versions, s.sample_rate, s.examples, s.max_held_queries)
+    return LiveConfig(versions=versions, max_versions=s.max_versions, sample_rate=s.sample_rate, examples=s.examples,
+                      max_held_queries=s.max_held_queries)
 
 
 def thresholds(s: LiveGateSettings) -> LiveThresholds:

@@ -153,7 +153,7 @@ class Checkpoint:
 
 
 class Store:
-    def __init__(self, url: str, schema: str | None = None, tables: Iterable[Callable[[MetaData], Table]] = (),
+    def __init__(self, url: str, schema: str | None = None, tables: Iterable[Callable[[MetaData], Table]] = (), *,
                  opening: Opening = Opening.CREATE):
         self.url = url
         self.metadata = MetaData(schema=schema)

@@ -79,7 +79,7 @@ def baselines_table(metadata: MetaData) -> Table:
 TABLES = (days_table, baselines_table)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoredBaseline:
     name: str
     version: str
@@ -210,7 +210,7 @@ class DriftStore:
             except ValueError:
                 bad += 1
                 continue
-            out.append(StoredBaseline(row.name, row.version, row.created_at, found.days, tuple(sorted(found.apps))))
+            out.append(StoredBaseline(name=row.name, version=row.version, created_at=row.created_at, days=found.days, apps=tuple(sorted(found.apps))))
         return out, bad
 
     def load_baseline(self, name: str | None = None, version: str | None = None) -> Baseline | None:

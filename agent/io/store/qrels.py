@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from sqlalchemy import Column, Float, Integer, MetaData, SmallInteger, String, Table, func, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -49,6 +49,7 @@ class Version:
     version: int
     imported_at: float
     source: str
+    _: KW_ONLY
     label: Label
 
 
@@ -107,7 +108,7 @@ class Qrels:
         q = self.table.c
         rows = self.store.read(select(self.table).where(
             q.batch_id == batch_id, q.item == item, q.chunk == chunk, q.judge == judge).order_by(q.version))
-        return [Version(row.version, row.imported_at, row.source, _label(row)) for row in rows]
+        return [Version(row.version, row.imported_at, row.source, label=_label(row)) for row in rows]
 
 
 def _latest(rows) -> dict:
@@ -121,5 +122,5 @@ def _latest(rows) -> dict:
 
 
 def _label(row) -> Label:
-    return Label(row.batch_id, row.item, row.chunk, row.judge, row.grade,
-                 tuple(row.tags.split(",")) if row.tags else (), row.evidence_group)
+    return Label(batch_id=row.batch_id, item=row.item, chunk=row.chunk, judge=row.judge, grade=row.grade,
+                 tags=tuple(row.tags.split(",")) if row.tags else (), evidence_group=row.evidence_group)
