@@ -134,10 +134,10 @@ def test_an_app_whose_evaluation_fails_keeps_its_last_figures(gate, monkeypatch)
     watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
                           top_n=50, scheduler=new_scheduler())
     watch.reload()
-    before = {j.app: j for j in watch.judged}
+    before = {j.app: j for j in watch.comparisons}
     failing(monkeypatch, "docs")
     watch.reload()
-    assert [j.app for j in watch.judged] == ["docs", "shop"] and watch.judged[0] is before["docs"]
+    assert [j.app for j in watch.comparisons] == ["docs", "shop"] and watch.comparisons[0] is before["docs"]
     assert watch.errors == 1
     verdicts = [s for m in LiveGateCollector(watch).collect() if m.name == "ragdrift_live_gate_verdict"
                 for s in m.samples if s.value == 1]
@@ -181,7 +181,7 @@ def test_apps_beyond_top_n_are_judged_together_as_other_on_every_family(gate):
     events = {(s.labels["app"], s.labels["pipeline_version"]): s.value for m in LiveGateCollector(watch).collect()
               if m.name == "ragdrift_live_gate_events" for s in m.samples}
     assert events[("other", "a")] == 2 * sum(n for app, n in sizes.items() if app >= "app3")
-    other = next(j for j in watch.judged if j.app == "other")
+    other = next(j for j in watch.comparisons if j.app == "other")
     assert other.report["queries"]["onlyInBaseline"]["count"] == 0 and other.report["versions"]["a"]["events"] == 2 * 220
 
 

@@ -71,8 +71,8 @@ CONFIGURED = {"chosen": "configured", "reason": "live_gate.stable and live_gate.
 
 
 @dataclass(frozen=True, kw_only=True)
-class Judged:
-    """One app's comparison."""
+class AppComparison:
+    """One app's comparison of its candidate version against its stable one, on the window's rows."""
 
     app: str
     stable: str
@@ -107,7 +107,7 @@ def judged_in_window(store, group_id: str, first: str, last: str, app: str | Non
 
 def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate: LiveThresholds,
                versions: tuple[str, str] | None, top_n: int, partial_from: str | None = None,
-               failed: Callable[[str, Exception], None] | None = None) -> list[Judged]:
+               failed: Callable[[str, Exception], None] | None = None) -> list[AppComparison]:
     """Each app's comparison over the stored rows from `first` to `last` (reads the store and the
     judged batches' files): the `top_n` apps with most events in the window each on its own, the
     others together as `other`, the fold of every family's app label (agent/core/snapshot.py). An app
@@ -138,7 +138,8 @@ def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate:
             report = live_compare(stored, pair.stable, pair.candidate, gate, {"from": first, "to": last},
                                   partial_from, pair.why)
             totals = dict(versions_by_traffic(app_days))
-            out.append(Judged(app=label, stable=pair.stable, candidate=pair.candidate, events={v: totals.get(v, 0) for v in pair[:2]}, report=report))
+            out.append(AppComparison(app=label, stable=pair.stable, candidate=pair.candidate,
+                                     events={v: totals.get(v, 0) for v in pair[:2]}, report=report))
         except Exception as exc:  # one app's bad rows must not silence the others
             if failed is None:
                 raise
@@ -156,7 +157,7 @@ class LiveGateWatch(Periodic):
         self.store, self.group_id, self.gate, self.top_n = store, group_id, gate, top_n
         self.window_days, self.versions, self.clock = window_days, versions, clock
         self.refresh_seconds = refresh_seconds
-        self.judged: tuple[Judged, ...] = ()
+        self.comparisons: tuple[AppComparison, ...] = ()
         self.evaluated_at: float | None = None
         self.errors = 0  # apps whose evaluation failed, since start
 
@@ -172,8 +173,8 @@ class LiveGateWatch(Periodic):
 
         fresh = judge_apps(self.store, self.group_id, first, last, self.gate, self.versions, self.top_n,
                            partial_from=last, failed=failed)
-        kept = [found for found in self.judged if found.app in failing]  # a failure resolves no alert
-        self.judged = tuple(sorted([*fresh, *kept], key=lambda found: found.app))
+        kept = [found for found in self.comparisons if found.app in failing]  # a failure resolves no alert
+        self.comparisons = tuple(sorted([*fresh, *kept], key=lambda found: found.app))
         self.evaluated_at = now
 
 
@@ -187,9 +188,9 @@ class LiveGateCollector:
         return self._render((), None)
 
     def collect(self) -> Iterator[Metric]:
-        return self._render(self.watch.judged, self.watch.evaluated_at)
+        return self._render(self.watch.comparisons, self.watch.evaluated_at)
 
-    def _render(self, judged: tuple[Judged, ...], evaluated_at: float | None) -> Iterator[Metric]:
+    def _render(self, comparisons: tuple[AppComparison, ...], evaluated_at: float | None) -> Iterator[Metric]:
         pair = ["app", "stable", "candidate"]
         verdict = GaugeMetricFamily("ragdrift_live_gate_verdict",
                                     "1 for the live gate's current verdict of the candidate against the stable "
@@ -205,7 +206,7 @@ class LiveGateCollector:
                                                    "day-to-day variation."))}
         events = GaugeMetricFamily("ragdrift_live_gate_events", "Events in the window per compared version.",
                                    labels=["app", "pipeline_version"])
-        for found in judged:
+        for found in comparisons:
             key = [found.app, found.stable, found.candidate]
             report = found.report
             for name in VERDICTS.values():
