@@ -11,10 +11,10 @@ from agent.core.drift.baseline import (
     FeatureReference,
     Finding,
     GridMismatch,
+    content_version,
     evaluate,
     freeze,
     grid_mismatches,
-    version_of,
 )
 from agent.core.drift.bins import OTHER, Bins, Categories, Grid
 from agent.core.drift.calibrate import (
@@ -65,6 +65,6 @@ __all__ = [
     "TOP1_SCORE",
     "AppBaseline", "Baseline", "Bins", "Categories", "Counts", "DayData", "FeatureReference", "Finding", "Grid",
     "GridMismatch", "Grids", "Threshold", "ThresholdCalibration",
-    "alarm", "calibrate_thresholds", "chi2_p", "chi2_test", "evaluate", "expected_rate", "freeze", "grid_mismatches",
-    "js", "ks", "psi", "quantile", "statistic", "version_of", "wasserstein",
+    "alarm", "calibrate_thresholds", "chi2_p", "chi2_test", "content_version", "evaluate", "expected_rate", "freeze", "grid_mismatches",
+    "js", "ks", "psi", "quantile", "statistic", "wasserstein",
 ]  # fmt: skip

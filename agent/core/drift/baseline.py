@@ -144,7 +144,7 @@ class Baseline:
         out = cls(name=str(data["name"]), version=str(data["version"]), days=tuple(data["days"]), n_bins=int(data["n_bins"]),
                   max_categories=int(data["max_categories"]), calibration=ThresholdCalibration.from_dict(data["calibration"]),
                   apps=apps, queries=queries)
-        if out.version != version_of(out.content()):
+        if out.version != content_version(out.content()):
             raise ValueError(f"baseline {out.name!r}: content does not match version {out.version}")
         return out
 
@@ -178,7 +178,8 @@ class GridMismatch:
         return f"app {self.app!r}, {self.feature}: counted on {counted}, {self.against} is {self.expected}"
 
 
-def version_of(content: Mapping[str, Any]) -> str:
+def content_version(content: Mapping[str, Any]) -> str:
+    """A baseline's version: the digest of its canonical content (not its name), so equal content, equal version."""
     return hashlib.sha256(_canonical(content)).hexdigest()[:16]
 
 
@@ -236,7 +237,7 @@ def freeze(
         raise ValueError(f"no data to freeze baseline {name!r} from: {len(days)} days, no counts in any")
     content = Baseline(name=name, version="", days=tuple(order), n_bins=n_bins, max_categories=max_categories, calibration=calibration, apps=apps,
                        queries=queries).content()
-    return Baseline(name=name, version=version_of(content), days=tuple(order), n_bins=n_bins, max_categories=max_categories,
+    return Baseline(name=name, version=content_version(content), days=tuple(order), n_bins=n_bins, max_categories=max_categories,
                     calibration=calibration, apps=apps, queries=queries)
 
 
