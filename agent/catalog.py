@@ -12,7 +12,6 @@ feature at most; what is in no entry is shared.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,8 +56,8 @@ CATALOG = (
         name="drift",
         what="daily drift counts per app, baselines frozen from them, and the drift statistics against them",
         modules=(
-            "core/drift/baseline.py", "core/drift/bins.py", "core/drift/calibrate.py", "core/drift/contents.py",
-            "core/drift/days.py", "core/drift/features.py", "core/drift/queries.py", "core/drift/stats.py",
+            "core/drift/baseline.py", "core/drift/bins.py", "core/drift/contents.py", "core/drift/days.py",
+            "core/drift/features.py", "core/drift/queries.py", "core/drift/stats.py", "core/drift/thresholds.py",
             "io/features/drift.py", "io/background/drift.py", "io/store/drift.py", "io/settings/drift.py",
             "cli/baseline.py",
         ),
@@ -126,10 +125,11 @@ def written(text: str) -> str:
     """`text` (docs/architecture.md) with each generated table between its markers written afresh."""
     for name, render in TABLES.items():
         start, end = f"<!-- {name}: start -->", f"<!-- {name}: end ({WRITE}) -->"
-        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
-        if not pattern.search(text):
+        before, found, rest = text.partition(start)
+        _, closed, after = rest.partition(end)
+        if not (found and closed):
             raise ValueError(f"docs/architecture.md has no {name} markers")
-        text = pattern.sub(lambda _, s=start, e=end, r=render: f"{s}\n{r()}\n{e}", text)
+        text = f"{before}{start}\n{render()}\n{end}{after}"
     return text
 
 

@@ -122,7 +122,7 @@ def _warn(damaged: str) -> None:
 
 def freeze_baseline(args: argparse.Namespace) -> int:
     from agent.core.drift import freeze
-    from agent.io.settings.drift import calibration, grids
+    from agent.io.settings.drift import grids, threshold_settings
 
     settings = settings_from(args.config)
     _name(args.name, "--name")
@@ -140,7 +140,7 @@ def freeze_baseline(args: argparse.Namespace) -> int:
         d = settings.drift
         try:
             baseline = freeze(days, args.name, grids(d), n_bins=d.bins, max_categories=d.max_categories,
-                              calibration=calibration(d))
+                              calibration=threshold_settings(d))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         created = store.save_baseline(baseline)

@@ -27,7 +27,7 @@ from agent.core.drift import (
     Finding,
     Grid,
     Grids,
-    ThresholdCalibration,
+    ThresholdSettings,
     evaluate,
     freeze,
 )
@@ -80,7 +80,7 @@ def test_the_version_is_a_hash_of_the_content_not_the_name():
     assert a.version == b.version and len(a.version) == 16
     fewer = freeze({d: v for d, v in data.items() if d != "2026-03-10"})
     finer = freeze(data, n_bins=20)
-    reseeded = freeze(data, calibration=ThresholdCalibration(seed=1))
+    reseeded = freeze(data, calibration=ThresholdSettings(seed=1))
     assert len({a.version, fewer.version, finer.version, reseeded.version}) == 4
 
 
@@ -186,7 +186,7 @@ def test_evaluate_skips_what_it_cannot_judge():
 
 def test_public_names_are_the_sorted_all():
     public = {name for name in dir(drift) if not name.startswith("_")}
-    modules = {"baseline", "bins", "calibrate", "contents", "days", "features", "queries", "stats"}
+    modules = {"baseline", "bins", "contents", "days", "features", "queries", "stats", "thresholds"}
     assert set(drift.__all__) == public - modules
     constants = [n for n in drift.__all__ if n.isupper()]
     classes = [n for n in drift.__all__ if n[0].isupper() and not n.isupper()]

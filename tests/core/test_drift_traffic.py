@@ -18,8 +18,8 @@ from scipy.stats import betabinom
 
 from agent.core.config import CoreConfig
 from agent.core.drift import evaluate, freeze
-from agent.core.drift.calibrate import ThresholdCalibration
 from agent.core.drift.days import DriftConfig, merge, recent_windows
+from agent.core.drift.thresholds import ThresholdSettings
 from agent.core.state import ActiveBaseline, PartitionState
 from agent.synth import ScheduledIncident, generate
 from tests.generated_days import DAY0, generated_days
@@ -52,7 +52,7 @@ def baseline(days):
     return freeze({d: days[d] for d in sorted(days)[:BASELINE_DAYS]}, "traffic")
 
 
-RATE_CONFIGURED = ThresholdCalibration().rate
+RATE_CONFIGURED = ThresholdSettings().rate
 
 
 def test_clean_days_raise_no_more_false_alarms_than_calibrated(baseline, days):
@@ -62,7 +62,7 @@ def test_clean_days_raise_no_more_false_alarms_than_calibrated(baseline, days):
             alarms[(f.app, f.feature, f.stat)] = alarms.get((f.app, f.feature, f.stat), 0) + f.alarm
     # With D baseline days the day-size threshold lies beyond the extreme of D
     # leave-one-out values: a predictive log-normal tail for the configured rate
-    # (calibrate.py). The total is held to at most the configured count (43 of
+    # (thresholds.py). The total is held to at most the configured count (43 of
     # 53.2: 0.81; the thresholds are conservative, not tight).
     # A series is also held to the extreme's law, which holds whatever the tail
     # model: a new day exceeds the extreme with probability p ~ Beta(1, D), so one

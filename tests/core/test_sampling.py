@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 
 from agent.core.decoder import decode
-from agent.core.drift import Bins, Categories, Grid, ThresholdCalibration
+from agent.core.drift import Bins, Categories, Grid, ThresholdSettings
 from agent.core.drift.baseline import AppBaseline, Baseline, FeatureReference
 from agent.core.drift.features import QUERY_TYPE, SCORE_GAP, TOP1_SCORE
 from agent.core.facts import facts_of
@@ -155,7 +155,7 @@ def test_a_baseline_gives_each_app_its_low_score_thresholds_and_the_query_type_m
         "hr": app((5, 40, 55), (10, 30, 60), (80, 15, 5)),  # 10 % of 100 lies in the middle bin; the first
         "legal": app((0, 5, 95), None, (50, 0, 50)),  # 10 % lies in the last bin, which has no upper edge
     }
-    baseline = Baseline(name="b", version="0" * 16, days=("2026-11-30",), n_bins=3, max_categories=2, calibration=ThresholdCalibration(), apps=apps)
+    baseline = Baseline(name="b", version="0" * 16, days=("2026-11-30",), n_bins=3, max_categories=2, calibration=ThresholdSettings(), apps=apps)
     ref = reference_from(baseline)
     assert ref.top1_low == pytest.approx({"hr": 0.7})  # legal keeps the configured threshold (grid edges: linspace)
     assert ref.gap_small == pytest.approx({"hr": 0.3})  # reached exactly at the first bin's edge

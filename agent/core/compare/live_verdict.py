@@ -32,7 +32,7 @@ the cutoff, nDCG, MRR of the judged items of each version) likewise; they
 gate only once each version has `min_queries` judged queries.
 
 Material: from the stable version's own day-to-day variation, as the drift
-calibration does (agent/core/drift/calibrate.py). A day's mean is over its
+thresholds are derived (agent/core/drift/thresholds.py). A day's mean is over its
 queries (a query's value that day is its mean over that day's events), as the
 figure is, from the query rows; the day still counting (`partial_from`,
 today) is left out. For each day d, |mean of day d - mean of the other days|
@@ -77,7 +77,7 @@ from agent.core.compare.paired import (
     two_sample_interval,
 )
 from agent.core.compare.verdict import FAILED, NOT_ENOUGH, PASSED, Report, Row, judge
-from agent.core.drift.calibrate import quantile
+from agent.core.drift.thresholds import quantile
 from agent.core.judgments.judged import JudgedItem
 from agent.core.judgments.metrics import SEED, Policy, per_query
 from agent.core.labels import OTHER

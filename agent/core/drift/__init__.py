@@ -1,5 +1,5 @@
 """Drift, the pure maths: fine daily grids and quantile bins, the distances
-between binned distributions, thresholds calibrated from the baseline itself,
+between binned distributions, thresholds derived from the baseline itself,
 and the frozen baseline a window is evaluated against (docs/drift.md)."""
 
 from agent.core.drift.baseline import (
@@ -17,15 +17,6 @@ from agent.core.drift.baseline import (
     grid_mismatches,
 )
 from agent.core.drift.bins import OTHER, Bins, Categories, Grid
-from agent.core.drift.calibrate import (
-    DEFAULT_THRESHOLDS,
-    Threshold,
-    ThresholdCalibration,
-    alarm,
-    calibrate_thresholds,
-    expected_rate,
-    quantile,
-)
 from agent.core.drift.features import (
     CONTENT_AGE,
     DEFAULT_GRIDS,
@@ -57,6 +48,15 @@ from agent.core.drift.stats import (
     statistic,
     wasserstein,
 )
+from agent.core.drift.thresholds import (
+    DEFAULT_THRESHOLDS,
+    Threshold,
+    ThresholdSettings,
+    alarm,
+    derive_thresholds,
+    expected_rate,
+    quantile,
+)
 
 __all__ = [
     "BASELINE_FORMAT", "CONTENT_AGE", "DEFAULT_GRIDS", "DEFAULT_THRESHOLDS", "FEATURES", "FILTER_OUTCOME",
@@ -64,7 +64,7 @@ __all__ = [
     "PARENT_DIVERSITY", "PSI_EPSILON", "QUERY_CLUSTER", "QUERY_TYPE", "RESULT_COUNT", "SCORE_GAP", "SOURCE",
     "TOP1_SCORE",
     "AppBaseline", "Baseline", "Bins", "Categories", "Counts", "DayData", "FeatureReference", "Finding", "Grid",
-    "GridMismatch", "Grids", "Threshold", "ThresholdCalibration",
-    "alarm", "calibrate_thresholds", "chi2_p", "chi2_test", "content_version", "evaluate", "expected_rate", "freeze", "grid_mismatches",
-    "js", "ks", "psi", "quantile", "statistic", "wasserstein",
+    "GridMismatch", "Grids", "Threshold", "ThresholdSettings",
+    "alarm", "chi2_p", "chi2_test", "content_version", "derive_thresholds", "evaluate", "expected_rate", "freeze",
+    "grid_mismatches", "js", "ks", "psi", "quantile", "statistic", "wasserstein",
 ]  # fmt: skip

@@ -4,7 +4,7 @@
 each numeric feature the quantile `Bins` of its fine counts, the summed coarse
 counts and a `Threshold` per statistic; for each mix the `Categories` (the
 most frequent, the rest in `other`), the summed counts and thresholds
-(calibrate.py: leave-one-day-out over the same days). The baseline's version
+(thresholds.py: leave-one-day-out over the same days). The baseline's version
 is a hash of its content (the name excluded), so the same days and settings
 give the same version and byte-identical JSON (`to_json`: sorted keys).
 
@@ -32,10 +32,10 @@ import numpy as np
 import numpy.typing as npt
 
 from agent.core.drift.bins import Bins, Categories
-from agent.core.drift.calibrate import Threshold, ThresholdCalibration, alarm, calibrate_thresholds, expected_rate
 from agent.core.drift.features import MIXED_GRID, QUERY_CLUSTER, Grids
 from agent.core.drift.queries import QueryModel, Sample, fit
 from agent.core.drift.stats import MIX_STATS, NUMERIC_STATS, statistic
+from agent.core.drift.thresholds import Threshold, ThresholdSettings, alarm, derive_thresholds, expected_rate
 
 BASELINE_FORMAT = 1
 
@@ -109,7 +109,7 @@ class Baseline:
     days: tuple[str, ...]  # ISO dates it was frozen from, sorted
     n_bins: int
     max_categories: int
-    calibration: ThresholdCalibration
+    calibration: ThresholdSettings
     apps: Mapping[str, AppBaseline]
     queries: QueryModel | None = None  # the vocabulary and query clusters, when the days sampled terms
 
@@ -142,7 +142,7 @@ class Baseline:
         }  # fmt: skip
         queries = None if data.get("queries") is None else QueryModel.from_dict(data["queries"])
         out = cls(name=str(data["name"]), version=str(data["version"]), days=tuple(data["days"]), n_bins=int(data["n_bins"]),
-                  max_categories=int(data["max_categories"]), calibration=ThresholdCalibration.from_dict(data["calibration"]),
+                  max_categories=int(data["max_categories"]), calibration=ThresholdSettings.from_dict(data["calibration"]),
                   apps=apps, queries=queries)
         if out.version != content_version(out.content()):
             raise ValueError(f"baseline {out.name!r}: content does not match version {out.version}")
@@ -160,7 +160,7 @@ class Finding:
     n: int  # the window's events (values, for a feature counted per result)
     calibrated: bool  # False: a default threshold (too few baseline days)
     counts: tuple[int, ...] = ()  # the window's counts in the baseline's bins (categories): what `value` is of
-    rate: float | None = None  # expected false-alarm rate at `threshold` (calibrate.expected_rate); None: unknown
+    rate: float | None = None  # expected false-alarm rate at `threshold` (thresholds.expected_rate); None: unknown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +189,7 @@ def freeze(
     grids: Grids = Grids(),
     n_bins: int = 10,
     max_categories: int = 20,
-    calibration: ThresholdCalibration = ThresholdCalibration(),
+    calibration: ThresholdSettings = ThresholdSettings(),
     clusters: int = 8,
 ) -> Baseline:
     """A baseline from daily counts keyed by ISO date; ValueError when there is nothing to freeze.
@@ -303,10 +303,10 @@ def evaluate(baseline: Baseline, window: DayData) -> list[Finding]:
     return out
 
 
-def _reference(bins: _B, rows: np.ndarray, stats: Sequence[str], calibration: ThresholdCalibration, app: str, name: str,
+def _reference(bins: _B, rows: np.ndarray, stats: Sequence[str], calibration: ThresholdSettings, app: str, name: str,
                centres: Sequence[float] | None) -> FeatureReference[_B]:
     key = (zlib.crc32(f"{app}\x00{name}".encode()),)
-    thresholds = calibrate_thresholds(rows, stats, centres, calibration, key)
+    thresholds = derive_thresholds(rows, stats, centres, calibration, key)
     return FeatureReference(bins, tuple(int(c) for c in rows.sum(axis=0)), thresholds)
 
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from agent.core.drift.baseline import Baseline, FeatureReference, Finding
 from agent.core.drift.bins import Bins
-from agent.core.drift.calibrate import Threshold, expected_rate
 from agent.core.drift.queries import QueryModel
+from agent.core.drift.thresholds import Threshold, expected_rate
 
 
 def describe(baseline: Baseline) -> dict[str, Any]:

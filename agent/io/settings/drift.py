@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from agent.core.drift.bins import Grid
-from agent.core.drift.calibrate import ThresholdCalibration
 from agent.core.drift.days import DriftConfig
 from agent.core.drift.features import FEATURES, Grids
+from agent.core.drift.thresholds import ThresholdSettings
 
 # A grid holds its cells + 1 edges, and a baseline one count per cell: far
 # above any useful resolution (the defaults use at most 4000), well below
@@ -34,7 +34,7 @@ class GridSettings:
 @dataclass(frozen=True, kw_only=True)
 class DriftSettings:
     enabled: bool = True  # keep the daily drift counts in the store
-    false_alarm_rate: float = ThresholdCalibration().rate  # the rate baselines calibrate their thresholds for
+    false_alarm_rate: float = ThresholdSettings().rate  # the rate baselines derive their thresholds for
     bins: int = 10  # quantile bins per numeric feature in a baseline
     max_categories: int = 20  # categories kept per mix in a baseline; the rest fold into "other"
     grids: dict[str, dict[str, GridSettings]] = field(default_factory=dict)  # app -> numeric feature -> its grid
@@ -51,8 +51,9 @@ def drift_config(d: DriftSettings) -> DriftConfig | None:
     return DriftConfig(grids(d)) if d.enabled else None
 
 
-def calibration(d: DriftSettings) -> ThresholdCalibration:
-    return ThresholdCalibration(rate=d.false_alarm_rate)
+def threshold_settings(d: DriftSettings) -> ThresholdSettings:
+    """How `ragdrift baseline freeze` derives its thresholds."""
+    return ThresholdSettings(rate=d.false_alarm_rate)
 
 
 def check_drift(d: DriftSettings, need: Callable[[bool, str, str], None]) -> None:

@@ -21,14 +21,14 @@ from agent.core.drift import (
     TOP1_SCORE,
     Counts,
     Threshold,
-    ThresholdCalibration,
+    ThresholdSettings,
     alarm,
-    calibrate_thresholds,
+    derive_thresholds,
     evaluate,
     freeze,
     quantile,
 )
-from agent.core.drift.calibrate import spread
+from agent.core.drift.thresholds import spread
 
 GRID = DEFAULT_GRIDS[TOP1_SCORE]
 MIX = {"wiki": 0.5, "kb": 0.3, "forum": 0.15, "blog": 0.05}
@@ -101,13 +101,13 @@ def test_threshold_interpolates_in_log_size_and_refuses_small_windows():
 
 def test_the_ladder_doubles_from_min_events_to_the_median_day():
     rows = np.random.default_rng(0).multinomial(1000, [0.2, 0.3, 0.5], size=12)
-    thresholds = calibrate_thresholds(rows, ("psi", "chi2_p"), settings=ThresholdCalibration(min_events=50, draws=4), key=(1,))
+    thresholds = derive_thresholds(rows, ("psi", "chi2_p"), settings=ThresholdSettings(min_events=50, draws=4), key=(1,))
     t = thresholds["psi"]
     assert t.sizes == (50, 100, 200, 400, 800, 1000) and t.samples == (48, 48, 48, 48, 48, 12)
     assert t.calibrated and "12 days" in t.reason and "log-normal tail" in t.reason
     assert list(t.values[:-1]) == sorted(t.values[:-1], reverse=True)  # smaller windows, noisier, higher thresholds
-    again = calibrate_thresholds(rows, ("psi", "chi2_p"), settings=ThresholdCalibration(min_events=50, draws=4), key=(1,))
-    other = calibrate_thresholds(rows, ("psi",), settings=ThresholdCalibration(min_events=50, draws=4), key=(2,))
+    again = derive_thresholds(rows, ("psi", "chi2_p"), settings=ThresholdSettings(min_events=50, draws=4), key=(1,))
+    other = derive_thresholds(rows, ("psi",), settings=ThresholdSettings(min_events=50, draws=4), key=(2,))
     assert again == thresholds  # seeded: the same days give the same thresholds
     assert other["psi"].values[:-1] != t.values[:-1]  # the thinning draws with the key
 
@@ -115,14 +115,14 @@ def test_the_ladder_doubles_from_min_events_to_the_median_day():
 def test_too_few_days_fall_back_to_the_documented_defaults():
     rows = np.array([[10, 20, 30], [12, 18, 30], [0, 0, 0], [9, 21, 33]])
     centres = [1.0, 2.0, 4.0]
-    out = calibrate_thresholds(rows, (*NUMERIC_STATS, "chi2_p"), centres)
+    out = derive_thresholds(rows, (*NUMERIC_STATS, "chi2_p"), centres)
     assert DEFAULT_THRESHOLDS == {"psi": 0.25, "js": 0.2, "ks": 0.2, "wasserstein": 0.5, "chi2_p": 0.001}
     for stat, t in out.items():
         assert not t.calibrated and t.reason == "3 days with data, 7 needed: default threshold"
         expected = DEFAULT_THRESHOLDS[stat] * (spread(rows.sum(axis=0), centres) if stat == "wasserstein" else 1)
         assert t.sizes == (32,) and t.values == (expected,)
     assert spread([1, 0, 1], centres) == pytest.approx(1.5)
-    custom = calibrate_thresholds(rows, ("psi",), settings=ThresholdCalibration(defaults={"psi": 0.1}))
+    custom = derive_thresholds(rows, ("psi",), settings=ThresholdSettings(defaults={"psi": 0.1}))
     assert custom["psi"].values == (0.1,)
 
 
@@ -142,7 +142,7 @@ def false_alarm_rates(jitter: float, baselines: int = 16, fresh: int = 150, d: i
     alarms: dict[tuple[str, str], list[bool]] = {}
     for seed in range(baselines):
         rng = np.random.default_rng([seed, int(jitter * 1000)])
-        base = freeze(baseline_days(rng, d, n, jitter=jitter), calibration=ThresholdCalibration(seed=seed))
+        base = freeze(baseline_days(rng, d, n, jitter=jitter), calibration=ThresholdSettings(seed=seed))
         for size, label in ((n, "day"), (n // 24, "1 h")):
             for _ in range(fresh):
                 for f in evaluate(base, {"app": day(rng, size, jitter=jitter)}):

@@ -1,4 +1,13 @@
-"""Thresholds calibrated from the baseline itself, for a target false-alarm rate.
+"""Drift thresholds derived from the baseline itself, for a target false-alarm rate.
+
+"Calibration" is the word for score calibrations (agent/core/judgments/calibration.py);
+here the words are thresholds and their settings. Names kept, each for a reason:
+- `Baseline.calibration` and `freeze(calibration=...)`: a frozen baseline stores its
+  `ThresholdSettings` under the key `calibration`, and stored keys never change.
+- `Threshold.calibrated`: a stored key of every threshold, and the `calibrated` field
+  of `ragdrift baseline show`'s and `ragdrift drift`'s output.
+- `drift.false_alarm_rate` (the setting) and `ragdrift_drift_expected_false_alarm_rate`
+  (the metric) never said calibration, and stay.
 
 The null is "a window looks like one more day of the baseline period": for
 each baseline day d, the statistic between day d and the rest of the baseline
@@ -24,8 +33,8 @@ enter the fit at that share. The threshold is never inside the sample's
 extreme, and is the extreme itself with fewer than `TAIL_MIN_VALUES` values.
 The extreme alone would alarm about once in m + 1 windows, not at `rate`; the
 fitted tail is a model, and `Threshold.reason` says so. Why this rule, and
-the false-alarm rates it was measured at: docs/drift.md, "How the calibration
-was chosen".
+the false-alarm rates it was measured at: docs/drift.md, "How the threshold
+rule was chosen".
 
 Sample size: a 1 h window holds far fewer events than a day, so its statistics
 are noisier and a day-sized threshold would false-alarm on it. So thresholds
@@ -78,8 +87,8 @@ DEFAULT_THRESHOLDS = MappingProxyType({"psi": 0.25, "js": 0.2, "ks": 0.2, "wasse
 
 
 @dataclass(frozen=True, kw_only=True)
-class ThresholdCalibration:
-    """How thresholds are calibrated; stored in the baseline for the record."""
+class ThresholdSettings:
+    """How thresholds are derived; stored in the baseline (key `calibration`) for the record."""
 
     rate: float = 1 / 30  # target false alarms per feature and statistic, per window
     min_days: int = 7  # days with data needed to calibrate; fewer: the defaults
@@ -105,7 +114,7 @@ class ThresholdCalibration:
                 "draws": self.draws, "seed": self.seed, "defaults": dict(self.defaults)}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ThresholdCalibration:
+    def from_dict(cls, data: Mapping[str, Any]) -> ThresholdSettings:
         return cls(rate=float(data["rate"]), min_days=int(data["min_days"]), min_events=int(data["min_events"]), draws=int(data["draws"]),
                    seed=int(data["seed"]), defaults=dict(data["defaults"]))  # fmt: skip
 
@@ -149,7 +158,7 @@ class Threshold:
                    samples=tuple(int(s) for s in data["samples"]), calibrated=bool(data["calibrated"]), reason=str(data["reason"]))  # fmt: skip
 
 
-def expected_rate(threshold: Threshold, settings: ThresholdCalibration) -> float | None:
+def expected_rate(threshold: Threshold, settings: ThresholdSettings) -> float | None:
     """The share of undrifted windows expected to alarm at this threshold: the rate it was calibrated for
     (a window bigger than the day rung: at most that, except for the p-value); None for a default threshold,
     whose rate nothing measured."""
@@ -187,11 +196,11 @@ def quantile(values: npt.ArrayLike, stat: str, rate: float) -> float:
     return max(math.exp(-tail), P_FLOOR) if lower else tail  # a p of 0 still alarms
 
 
-def calibrate_thresholds(
+def derive_thresholds(
     days: npt.ArrayLike,
     stats: Sequence[str],
     centres: npt.ArrayLike | None = None,
-    settings: ThresholdCalibration = ThresholdCalibration(),
+    settings: ThresholdSettings = ThresholdSettings(),
     key: Sequence[int] = (),
 ) -> dict[str, Threshold]:
     """Thresholds per statistic from per-day coarse counts (D x k integers, one row per day).
@@ -226,7 +235,7 @@ def calibrate_thresholds(
 
 
 def ladder(
-    counts: np.ndarray, settings: ThresholdCalibration, rng: np.random.Generator
+    counts: np.ndarray, settings: ThresholdSettings, rng: np.random.Generator
 ) -> tuple[list[int], list[np.ndarray], list[np.ndarray]]:
     """(sizes, samples per size, rest of the baseline per sample): the thinned rungs, then whole days."""
     totals = counts.sum(axis=1)
@@ -249,7 +258,7 @@ def ladder(
     return sizes, rows, rests
 
 
-def fallback(stats: Sequence[str], total: npt.ArrayLike, centres: npt.ArrayLike | None, settings: ThresholdCalibration,
+def fallback(stats: Sequence[str], total: npt.ArrayLike, centres: npt.ArrayLike | None, settings: ThresholdSettings,
              why: str) -> dict[str, Threshold]:
     """The default thresholds, flagged uncalibrated (wasserstein scaled by the baseline's standard deviation)."""
     out = {}
