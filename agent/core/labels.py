@@ -1,8 +1,9 @@
 """Bounded label values: a fixed list, or the first N distinct values seen.
 
 The core keeps at most `max_label_values` distinct values per dimension and
-folds the rest into `other`; the exporter then shows the top N of those by
-volume. Memory and series counts stay bounded whatever the traffic sends.
+folds the rest into `other`; the published snapshot (agent/core/snapshot.py) then
+shows the top N of those by volume, which the collectors render. Memory and
+series counts stay bounded whatever the traffic sends.
 """
 
 from __future__ import annotations

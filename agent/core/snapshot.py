@@ -1,4 +1,5 @@
-"""What a scrape shows, decided in the core; the exporter only renders it.
+"""What a scrape shows, decided in the core; the collectors (agent/io/prometheus/collectors.py)
+only render it, and the endpoint (agent/io/prometheus/endpoint.py) serves it.
 
 The agent builds a `Snapshot` every second or so from its process-wide
 counters (monotone: every event adds to them, nothing regroups them), its
