@@ -74,7 +74,12 @@ def run(spec: dict) -> None:
     consumer = agent.consumer
     go = threading.Event()
     hold, assign, revoke, process = agent._hold_while_failing, agent.assign, agent.revoke, agent._process_poll
+    poll = consumer.poll
     seen = 0
+
+    def polling(timeout_ms: int = 0, **options) -> dict:
+        """Until `go`, a poll waits at most 20 ms, so that every replica resumes within that of the release."""
+        return poll(timeout_ms=timeout_ms if go.is_set() else min(timeout_ms, 20), **options)
 
     def held() -> None:
         if go.is_set():
@@ -102,6 +107,7 @@ def run(spec: dict) -> None:
         return wanted
 
     # The real methods, wrapped: the group's rebalance listener calls agent.assign and agent.revoke.
+    consumer.poll = polling
     agent._hold_while_failing = held  # type: ignore[method-assign]
     agent.assign = on_assigned  # type: ignore[method-assign]
     agent.revoke = on_revoked  # type: ignore[method-assign]

@@ -81,6 +81,7 @@ class Measured:
     per_cpu_second: float  # events per CPU-second of the replicas (all their threads)
     shares: list[int]  # records each replica processed
     cores: dict[str, float]  # cores busy from the release to the last event, by whom
+    skew: float  # seconds between the replicas' first records
 
     @property
     def replica_cores(self) -> float:
@@ -259,7 +260,7 @@ def measure(broker: Tansu, admin: str, workload: Workload, count: int, logs: Pat
     last = max(end[0] for _, end in marks)
     cpu = sum(end[1] - start[1] for start, end in marks)
     return Measured(count / (last - first), last - first, count / cpu, [r.seen for r in replicas],
-                    used(before, after, finished - released))
+                    used(before, after, finished - released), max(start[0] for start, _ in marks) - first)
 
 
 def alone(count: int, processes: int, logs: Path) -> tuple[float, float]:
@@ -287,7 +288,9 @@ def show(workload: Workload, m: Measured, baseline: float) -> str:
     shares = " + ".join(f"{s:,}" for s in m.shares)
     return (f"  {workload.name:<38} {m.rate:>8,.0f} events/s  ratio {m.rate / baseline:.2f}  "
             f"({m.seconds:.2f} s; {m.per_cpu_second:,.0f} events per replica CPU-second; the replicas used "
-            f"{m.replica_cores:.2f} cores; events {shares}; cores busy from the release: {cores})")
+            f"{m.replica_cores:.2f} cores; events {shares}"
+            + (f", first records {m.skew:.3f} s apart" if len(m.shares) > 1 else "")
+            + f"; cores busy from the release: {cores})")
 
 
 def load() -> str:
