@@ -6,6 +6,7 @@ package the layering test places."""
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 from agent import catalog
@@ -47,3 +48,8 @@ def test_the_layer_table_names_every_part_of_the_package():
             continue
         path = part.replace(".", "/")
         assert f"`{path}/`" in layers or f"`{path}.py`" in layers or part == "agent.schema", part
+
+
+def test_every_path_the_document_names_exists():
+    named = set(re.findall(r"`((?:agent|tests|producer|rules|helm|grafana|bench)/[\w./-]+)`", DOC.read_text()))
+    assert named and sorted(p for p in named if not (ROOT / p).exists()) == []
