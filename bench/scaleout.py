@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from common import fill, interpreter  # bench/ is the script's directory
@@ -63,6 +63,7 @@ FINISH_SECONDS = 600
 class Workload:
     name: str
     replicas: int
+    _: KW_ONLY
     judgment: bool = True
     drift: bool = True
 
@@ -74,7 +75,7 @@ WORKLOADS = (BASELINE, TWO, Workload("one replica, judgment queue off", 1, judgm
              Workload("one replica, both off", 1, judgment=False, drift=False))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Measured:
     rate: float  # events/s, first record received to last processed
     seconds: float
@@ -92,7 +93,7 @@ class Measured:
 class Replica:
     """A bench/replica.py process, and what it has said."""
 
-    def __init__(self, spec: dict, said: queue.Queue, index: int, logs: Path):
+    def __init__(self, spec: dict, said: queue.Queue, index: int, *, logs: Path):
         self.log = logs / f"replica-{uuid.uuid4().hex[:8]}.log"
         with open(self.log, "wb") as stderr:
             self.proc = subprocess.Popen([sys.executable, str(REPLICA), json.dumps(spec)], stdin=subprocess.PIPE,
@@ -235,7 +236,7 @@ def measure(broker: Tansu, admin: str, workload: Workload, count: int, logs: Pat
         said: queue.Queue = queue.Queue()
         replicas: list[Replica] = []
         try:
-            replicas += [Replica(spec, said, i, logs) for i in range(workload.replicas)]
+            replicas += [Replica(spec, said, i, logs=logs) for i in range(workload.replicas)]
             share = PARTITIONS // workload.replicas
             wait_for(replicas, said, lambda: all(r.assigned == share for r in replicas), SETTLE_SECONDS,
                      f"settled group ({share} partitions each)")
@@ -259,8 +260,9 @@ def measure(broker: Tansu, admin: str, workload: Workload, count: int, logs: Pat
     first = min(start[0] for start, _ in marks)
     last = max(end[0] for _, end in marks)
     cpu = sum(end[1] - start[1] for start, end in marks)
-    return Measured(count / (last - first), last - first, count / cpu, [r.seen for r in replicas],
-                    used(before, after, finished - released), max(start[0] for start, _ in marks) - first)
+    return Measured(rate=count / (last - first), seconds=last - first, per_cpu_second=count / cpu,
+                    shares=[r.seen for r in replicas], cores=used(before, after, finished - released),
+                    skew=max(start[0] for start, _ in marks) - first)
 
 
 def alone(count: int, processes: int, logs: Path) -> tuple[float, float]:
@@ -270,7 +272,7 @@ def alone(count: int, processes: int, logs: Path) -> tuple[float, float]:
     said: queue.Queue = queue.Queue()
     children: list[Replica] = []
     try:
-        children += [Replica({"alone": count // processes}, said, i, logs) for i in range(processes)]
+        children += [Replica({"alone": count // processes}, said, i, logs=logs) for i in range(processes)]
         wait_for(children, said, lambda: all(c.ready for c in children), SETTLE_SECONDS, "generated events")
         for child in children:
             child.tell("go")
