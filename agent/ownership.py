@@ -145,7 +145,8 @@ class Ownership:
         owned.outbox.take(owned.state)
         windows = owned.state.windows
         return Checkpoint(
-            tp.topic, tp.partition, owned.next_offset, owned.state.to_dict(sealed_elsewhere=True),
+            topic=tp.topic, partition=tp.partition, next_offset=owned.next_offset,
+            state=owned.state.to_dict(sealed_elsewhere=True),
             sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(), topic_id=owned.topic_id,
         )
 

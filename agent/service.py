@@ -43,7 +43,7 @@ FEATURES = (
 JOBS = {WEEKLY: scheduled}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Running:
     """An agent with its metrics endpoint, wired but not yet consuming."""
 
@@ -64,7 +64,7 @@ def build(settings: Settings, tracer_provider: TracerProvider | None = None) -> 
     tracer_provider = tracer_provider or provider()
     store = Store(settings.store.url, settings.store.schema, tables_of(FEATURES))
     scheduler = new_scheduler()
-    features = built(FEATURES, Wiring(settings, store, scheduler, JOBS))
+    features = built(FEATURES, Wiring(settings, store, scheduler, jobs=JOBS))
     for warning in warnings(FEATURES, settings):
         log.warning(warning)  # once, at start: check-config says the same
     client_id = f"ragdrift-{socket.gethostname()}"
@@ -85,12 +85,13 @@ def build(settings: Settings, tracer_provider: TracerProvider | None = None) -> 
     agent = Agent(settings=settings, store=store, latest=latest, tracer=tracer_provider.get_tracer("ragdrift"),
                   clients=broker.Clients(consumer, producer, client_id), features=features)
     m = settings.metrics
-    server = MetricsServer(registry, m.address, m.port, agent.health, agent.ready, m.tls.cert_file, m.tls.key_file)
+    server = MetricsServer(registry, m.address, m.port, health=agent.health, ready=agent.ready,
+                           cert_file=m.tls.cert_file, key_file=m.tls.key_file)
     server.start()
     scheduler.start()
     for feature in features:
         feature.start()
-    return Running(agent, server, store, tracer_provider, scheduler)
+    return Running(agent=agent, server=server, store=store, tracer_provider=tracer_provider, scheduler=scheduler)
 
 
 def serve(settings: Settings) -> int:

@@ -51,7 +51,8 @@ def config(tmp_path_factory):
             offset += 1
         for p in (0, 1):  # a checkpoint a day, as Ownership.checkpoint writes it
             boxes[p].take(states[p])
-            store.store.save(settings.kafka.group_id, [Checkpoint("t", p, offset, {"v": 1})],
+            checkpoint = Checkpoint(topic="t", partition=p, next_offset=offset, state={"v": 1})
+            store.store.save(settings.kafka.group_id, [checkpoint],
                              [store.writes(settings.kafka.group_id, [boxes[p].held["drift"]])])
             boxes[p].clear()
     store.store.close()
@@ -263,7 +264,8 @@ def test_a_long_baseline_name_is_a_usage_error_on_postgresql(pg_url, tmp_path, c
     for line in generate(PER_DAY, seed=0, start=DAY0, rate=1.0):
         state.process(line)
     box.take(state)
-    store.store.save(group, [Checkpoint("t", 0, PER_DAY, {"v": 1})], [store.writes(group, [box.held["drift"]])])
+    store.store.save(group, [Checkpoint(topic="t", partition=0, next_offset=PER_DAY, state={"v": 1})],
+                     [store.writes(group, [box.held["drift"]])])
     store.store.close()
     code, out, err = run(capsys, "baseline", "freeze", "--config", str(path), "--name", "x" * 256,
                          "--from", "2026-03-01", "--to", "2026-03-01")
@@ -297,7 +299,7 @@ def test_days_counted_on_another_grid_are_never_compared(config, tmp_path, capsy
     for line in generate(PER_DAY, seed=9, start=DAY0 + timedelta(days=8), rate=1.0):
         state.process(line)
     box.take(state)  # a day counted after the grid changed
-    store.store.save(settings.kafka.group_id, [Checkpoint("t", 2, 1, {"v": 1})],
+    store.store.save(settings.kafka.group_id, [Checkpoint(topic="t", partition=2, next_offset=1, state={"v": 1})],
                      [store.writes(settings.kafka.group_id, [box.held["drift"]])])
     code, out, err = run(capsys, "drift", "--config", str(path), "--day", "2026-03-09")
     assert code == 2 and out == "" and err.count("\n") == 1
@@ -325,7 +327,7 @@ def test_drift_of_one_pipeline_version_against_its_apps_baseline(tmp_path, capsy
         for line in generate(PER_DAY, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
             state.process(line)
         box.take(state)
-        store.store.save(settings.kafka.group_id, [Checkpoint("t", 0, d, {"v": 1})],
+        store.store.save(settings.kafka.group_id, [Checkpoint(topic="t", partition=0, next_offset=d, state={"v": 1})],
                          [store.writes(settings.kafka.group_id, [box.held["drift"]])])
         box.clear()
     store.store.close()

@@ -300,7 +300,8 @@ def test_a_state_of_a_newer_release_is_left_as_stored_and_its_partition_paused(b
     produce(broker.bootstrap, topic, lines)
     newer = {"version": 99, "windows": {"from": "a newer release"}, "a_section_to_come": [1, 2, 3]}
     with Store(url) as store:
-        store.save(group_id, [Checkpoint(topic, 0, 40, newer, sealed=[[7, [["x", 1]]]])])
+        store.save(group_id, [Checkpoint(topic=topic, partition=0, next_offset=40, state=newer,
+                                         sealed=[[7, [["x", 1]]]])])
         stored = _stored_rows(url, "ragdrift_checkpoints")
     on_other = len(read_partitions(broker.bootstrap, topic, len(lines))[1])
     running = _agent_over(broker, topic, dlq, group_id, url)
@@ -342,9 +343,10 @@ def test_a_damaged_stored_state_is_set_aside_and_started_afresh_not_a_crash_loop
     produce(broker.bootstrap, topic, lines)
     counts = [len(records) for _, records in sorted(read_partitions(broker.bootstrap, topic, len(lines)).items())]
     with Store(url) as store:
-        store.save(group_id, [Checkpoint(topic, 0, 50, {"version": 2, "baseline": None, "labels": "damaged"},
+        store.save(group_id, [Checkpoint(topic=topic, partition=0, next_offset=50,
+                                         state={"version": 2, "baseline": None, "labels": "damaged"},
                                          sealed=[[3, [["y", 2]]]]),
-                              Checkpoint(topic, 1, 30, {"version": 2})])
+                              Checkpoint(topic=topic, partition=1, next_offset=30, state={"version": 2})])
     with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db, db:
         db.execute("UPDATE ragdrift_checkpoints SET state = ? WHERE partition = 1", (b"\x00{not json",))
     running = _agent_over(broker, topic, dlq, group_id, url)
@@ -354,7 +356,8 @@ def test_a_damaged_stored_state_is_set_aside_and_started_afresh_not_a_crash_loop
     try:
         expected = counts[0] - 50 + counts[1] - 30
         wait_until(lambda: agent.latest.snapshot.processed >= expected, 60, 0.1, "events after the stored offsets")
-        wait_until(lambda: [(Store(url).load(group_id, topic, p) or Checkpoint(topic, p, 0, {})).next_offset
+        empty = {p: Checkpoint(topic=topic, partition=p, next_offset=0, state={}) for p in (0, 1)}
+        wait_until(lambda: [(Store(url).load(group_id, topic, p) or empty[p]).next_offset
                             for p in (0, 1)] == counts, 30, 0.2, "fresh checkpoints")
         assert agent.latest.snapshot.processed == expected
         assert agent.latest.snapshot.health.set_aside == 2

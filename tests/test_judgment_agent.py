@@ -306,7 +306,7 @@ def test_the_scheduler_builds_last_weeks_batch(pg_url, tmp_path):
     group = unique_name("g")
     settings, store, queue = _weekly_store(pg_url, tmp_path, group)
     scheduler = new_scheduler()
-    judging = JudgmentJobs(settings, queue, Qrels(store), 10, scheduler=scheduler, weekly=scheduled).start()
+    judging = JudgmentJobs(settings, queue, Qrels(store), top_n=10, scheduler=scheduler, weekly=scheduled).start()
     scheduler.start()
     try:
         # The real job, fired now rather than next Monday at 06:00.

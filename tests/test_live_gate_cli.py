@@ -46,7 +46,8 @@ def write(url: str, rows) -> None:
     with Store(url, None, tables_of(FEATURES)) as store:
         gate = LiveGateStore(store)
         for i, found in enumerate(rows):
-            store.save(GROUP, [Checkpoint("t", 0, i + 1, {})], [gate.writes(GROUP, [found])])
+            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=i + 1, state={})],
+                       [gate.writes(GROUP, [found])])
 
 
 def config(tmp_path, url: str, **live_gate) -> str:
@@ -150,7 +151,8 @@ def test_rows_past_the_retention_are_deleted(tmp_path):
     url = f"sqlite:///{tmp_path}/r.db"
     with Store(url, None, tables_of(FEATURES)) as store:
         gate = LiveGateStore(store, retention_days=2)
-        store.save(GROUP, [Checkpoint("t", 0, 1, {})], [gate.writes(GROUP, held("equivalent"))])
+        store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=1, state={})],
+                   [gate.writes(GROUP, held("equivalent"))])
         days, queries = gate.stored(GROUP, "2026-01-01", "2026-12-31")
     newest = max(day for day, _, _ in days)
     assert min(day for day, _, _, _ in queries) == "2026-11-04" and newest == "2026-11-06"

@@ -59,7 +59,7 @@ def test_a_store_that_cannot_read_the_named_baseline_stops_the_restore_and_keeps
         state = PartitionState(CoreConfig(), ActiveBaseline(baseline.version, baseline.queries.vocabulary))
         for line in generate(50, seed=5):
             state.process(line)
-        store.save(group, [Checkpoint(tp.topic, tp.partition, 50, state.to_dict())])
+        store.save(group, [Checkpoint(topic=tp.topic, partition=tp.partition, next_offset=50, state=state.to_dict())])
         with store.engine.begin() as conn:  # the baselines can no longer be read: a transient store error
             conn.execute(text("DROP TABLE ragdrift_baselines"))
         parts = ownership(settings, store, consumer, producer, features)
@@ -165,7 +165,8 @@ def test_a_feature_s_rows_go_with_the_offsets_come_back_on_a_restore_and_go_with
         counts = dict(owned.state.feature("per_app").counts)
         assert sum(counts.values()) == len(lines)
 
-        store.save(group, [Checkpoint(tp.topic, tp.partition, 10_000, {})])  # another replica is ahead
+        store.save(group, [Checkpoint(topic=tp.topic, partition=tp.partition, next_offset=10_000,
+                                      state={})])  # another replica is ahead
         assert not parts.checkpoint()
         assert stored(store) == {} and owned.outbox.held["per_app"] == counts  # not written, held for the next one
         store.reset(group, tp.topic, tp.partition)

@@ -40,17 +40,6 @@ EXEMPT = {
     "agent.core.model.Result": "decoded by msgspec from an event, never built by code",
     "agent.core.model.Event": "decoded by msgspec from an event, never built by code",
     "agent.demo.retriever.Doc": "a NamedTuple (cannot be keyword-only): the demo's table of documents, one literal row each",
-    "agent.core.view.Keys": "built positionally in agent/core/metrics.py, under refactoring",
-    "agent.core.metrics.Views": "in agent/core/metrics.py, under refactoring",
-    "agent.core.metrics.Versions": "in agent/core/metrics.py, under refactoring",
-    "agent.core.partitions.Owned": "in agent/core/partitions.py, under refactoring",
-    "agent.io.features.Wiring": "in agent/io/features/__init__.py, under refactoring",
-    "agent.service.Running": "in agent/service.py, under refactoring",
-    "agent.io.store.database.Checkpoint": "built positionally in agent/ownership.py, under refactoring",
-    "agent.io.background.judgment.JudgmentJobs": "built positionally in agent/io/features/judgment.py, under refactoring",
-    "agent.io.background.live_gate.LiveGateWatch": "built positionally in agent/io/features/live_gate.py, under refactoring",
-    "agent.io.store.live_gate.LiveGateStore": "built positionally in agent/io/features/live_gate.py, under refactoring",
-    "agent.io.prometheus.endpoint.MetricsServer": "built positionally in agent/service.py, under refactoring",
 }
 
 

@@ -48,7 +48,7 @@ class Views(dict[str, View]):
 
     __slots__ = ("config", "labels", "shared", "tail")
 
-    def __init__(self, tail: tuple[str, ...], config: CoreConfig, labels: dict[str, LabelSet],
+    def __init__(self, tail: tuple[str, ...], config: CoreConfig, labels: dict[str, LabelSet], *,
                  shared: dict[Table, Labelled]) -> None:
         super().__init__()
         self.tail = tail
@@ -57,7 +57,7 @@ class Views(dict[str, View]):
         self.shared = shared
 
     def __missing__(self, app: str) -> View:
-        view = self[app] = View(Keys((app, *self.tail), self.config, self.labels, self.shared))
+        view = self[app] = View(Keys((app, *self.tail), self.config, self.labels, shared=self.shared))
         return view
 
 
@@ -72,7 +72,7 @@ class MetricFamilies:
         self.labels = labels  # the state's bounded label sets
         self.windows = Windows(config)
         self.shared: dict[Table, Labelled] = {}  # key tables of families without an app label, for every view
-        self.views = Views((), config, labels, self.shared)  # per app label: derived, never checkpointed
+        self.views = Views((), config, labels, shared=self.shared)  # per app label: derived, never checkpointed
 
     def observe(self, facts: Facts, ctx: Context) -> None:
         windows = self.windows
@@ -174,7 +174,7 @@ class ByPipelineVersion(MetricFamilies):
     def views_of(self, label: str) -> Views:
         views = self.by_label.get(label)
         if views is None:
-            views = self.by_label[label] = Views((label,), self.config, self.labels, self.shared)
+            views = self.by_label[label] = Views((label,), self.config, self.labels, shared=self.shared)
         return views
 
     def make_room(self, versions: Versions) -> None:
@@ -225,7 +225,8 @@ class ByPipelineVersion(MetricFamilies):
         for app, seen in learned.items():
             known = self._known(seen)
             times = seen_at.get(app, {})
-            self.versions[app] = Versions(app, known, self, {v: float(times.get(v, restored_at)) for v in known.seen})
+            last = {v: float(times.get(v, restored_at)) for v in known.seen}
+            self.versions[app] = Versions(app, known, self, last=last)
 
 
 _NEVER = float("-inf")  # last seen before any event
@@ -240,7 +241,7 @@ class Versions(dict[str | None, Views]):
 
     __slots__ = ("app", "due", "families", "known", "last")
 
-    def __init__(self, app: str, known: LabelSet, families: ByPipelineVersion,
+    def __init__(self, app: str, known: LabelSet, families: ByPipelineVersion, *,
                  last: dict[str, float] | None = None) -> None:
         super().__init__()
         self.app = app

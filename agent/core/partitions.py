@@ -43,7 +43,7 @@ class Outbox:
             held.clear()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Owned:
     """A partition this replica owns: its state and where it stands in its log."""
 
@@ -58,12 +58,13 @@ class Owned:
 
     @classmethod
     def fresh(cls, state: PartitionState, offset: int = NO_OFFSET, topic_id: str | None = None) -> Owned:
-        return cls(state, offset, NO_OFFSET, 0, topic_id=topic_id)
+        return cls(state=state, next_offset=offset, checkpointed_offset=NO_OFFSET, stored_before=0, topic_id=topic_id)
 
     @classmethod
     def restored(cls, state: PartitionState, offset: int, topic_id: str | None) -> Owned:
         """Loaded from a checkpoint: its log must be shown to reach the offset."""
-        return cls(state, offset, offset, state.windows.sealed_before(), verified=False, topic_id=topic_id)
+        return cls(state=state, next_offset=offset, checkpointed_offset=offset,
+                   stored_before=state.windows.sealed_before(), verified=False, topic_id=topic_id)
 
     @property
     def dirty(self) -> bool:

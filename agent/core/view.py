@@ -65,7 +65,7 @@ class Keys(dict[Any, Any]):
 
     __slots__ = ("app", "config", "labels", "lead", "shared")
 
-    def __init__(self, lead: tuple[str, ...], config: CoreConfig, labels: dict[str, LabelSet],
+    def __init__(self, lead: tuple[str, ...], config: CoreConfig, labels: dict[str, LabelSet], *,
                  shared: dict[Table, Labelled]):
         super().__init__()
         self.app = lead[0]

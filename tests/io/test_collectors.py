@@ -407,7 +407,7 @@ def served(published):
     c, registry = collector()
     c.publish(counters=snap.counters, exemplars={("unauthorized_results", "hr-assistant"): (TRACE, 1.0)})
     checks = Checks()
-    server = MetricsServer(registry, "127.0.0.1", 0, checks.health, checks.ready).start()
+    server = MetricsServer(registry, "127.0.0.1", 0, health=checks.health, ready=checks.ready).start()
     yield server, checks
     server.stop()
 
@@ -468,7 +468,8 @@ def tls_server(published, certificate):
     c.publish(counters=snap.counters)
     checks = Checks()
     cert, key = certificate
-    server = MetricsServer(registry, "127.0.0.1", 0, checks.health, checks.ready, str(cert), str(key)).start()
+    server = MetricsServer(registry, "127.0.0.1", 0, health=checks.health, ready=checks.ready, cert_file=str(cert),
+                           key_file=str(key)).start()
     yield server, ssl.create_default_context(cafile=str(cert))
     server.stop()
 
@@ -522,7 +523,7 @@ def _by_app(registry: CollectorRegistry) -> dict[tuple[str, frozenset], float]:
 def test_metrics_carry_the_pipeline_version_after_the_app(split_published):
     snap, registry, _, _ = split_published
     checks = Checks()
-    server = MetricsServer(registry, "127.0.0.1", 0, checks.health, checks.ready).start()
+    server = MetricsServer(registry, "127.0.0.1", 0, health=checks.health, ready=checks.ready).start()
     try:
         status, _, body = get(f"http://127.0.0.1:{server.port}/metrics")
     finally:

@@ -75,7 +75,8 @@ def test_a_damaged_live_gate_row_is_skipped_counted_and_logged_once_and_the_chec
         gate = feature.rows
 
         def checkpoint(found: HeldRows, offset: int) -> None:
-            store.save(GROUP, [Checkpoint("t", 0, offset, {})], feature.writes(GROUP, [(TP, found)]))
+            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
+                       feature.writes(GROUP, [(TP, found)]))
 
         checkpoint(rows({(DAY, "shop", "a"): 3, (DAY, "shop", "b"): 4},
                         {(DAY, "shop", "a", "q1"): 1, (DAY, "shop", "a", "q2"): 1}), 1)
@@ -109,7 +110,8 @@ def test_a_damaged_drift_day_row_is_skipped_counted_and_logged_once_and_the_chec
         drift = feature.store
 
         def checkpoint(deltas: dict, offset: int) -> None:
-            store.save(GROUP, [Checkpoint("t", 0, offset, {})], feature.writes(GROUP, [(TP, HeldDeltas(deltas))]))
+            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
+                       feature.writes(GROUP, [(TP, HeldDeltas(deltas))]))
 
         checkpoint({(DAY, "shop", TOP1_SCORE): {3: 5}, (DAY, "shop", LANGUAGE): {"en": 5},
                     (DAY, "docs", TOP1_SCORE): {4: 2}}, 1)
@@ -130,7 +132,8 @@ def test_a_damaged_drift_day_row_is_skipped_counted_and_logged_once_and_the_chec
 def test_each_kind_of_drift_row_is_checked_for_its_own_shape(url, feature, raw):
     with Store(url, None, tables_of(FEATURES)) as store:
         drift = Drift(Wiring(Settings(), store, new_scheduler())).store
-        store.save(GROUP, [Checkpoint("t", 0, 1, {})], [drift.writes(GROUP, [{(DAY, "shop", TOP1_SCORE): {3: 1}}])])
+        store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=1, state={})],
+                   [drift.writes(GROUP, [{(DAY, "shop", TOP1_SCORE): {3: 1}}])])
         with store.engine.begin() as conn:
             conn.execute(store.insert(drift.days), {"group_id": GROUP, "day": DAY, "app": "shop", "feature": feature,
                                                     "counts": raw})
@@ -149,7 +152,8 @@ def test_a_drift_row_of_a_newer_format_is_skipped_by_reads_and_never_rewritten(u
         drift = feature.store
 
         def checkpoint(deltas: dict, offset: int) -> None:
-            store.save(GROUP, [Checkpoint("t", 0, offset, {})], feature.writes(GROUP, [(TP, HeldDeltas(deltas))]))
+            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
+                       feature.writes(GROUP, [(TP, HeldDeltas(deltas))]))
 
         checkpoint({(DAY, "shop", TOP1_SCORE): {3: 5}, (DAY, "shop", LANGUAGE): {"en": 5}}, 1)
         damage(store, drift.days, {"day": DAY, "app": "shop", "feature": TOP1_SCORE}, NEWER)
@@ -180,7 +184,8 @@ def test_a_live_gate_row_of_a_newer_format_is_never_rewritten(url):
         gate = feature.rows
 
         def checkpoint(found: HeldRows, offset: int) -> None:
-            store.save(GROUP, [Checkpoint("t", 0, offset, {})], feature.writes(GROUP, [(TP, found)]))
+            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
+                       feature.writes(GROUP, [(TP, found)]))
 
         checkpoint(rows({(DAY, "shop", "a"): 3}, {(DAY, "shop", "a", "q1"): 1}), 1)
         damage(store, gate.days, {"day": DAY, "app": "shop", "version": "a"}, NEWER)
@@ -205,7 +210,7 @@ def test_compare_live_leaves_a_damaged_row_out_and_names_it(url, tmp_path, capsy
         gate = LiveGate(Wiring(Settings(live_gate=LiveGateSettings(enabled=True)), store, new_scheduler())).rows
         found = rows({(day, "shop", v): 40 for day in ("2026-11-04", DAY) for v in ("a", "b")},
                      {(DAY, "shop", v, f"q{i}"): 1 for v in ("a", "b") for i in range(20)})
-        store.save(GROUP, [Checkpoint("t", 0, 1, {})], [gate.writes(GROUP, [found])])
+        store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=1, state={})], [gate.writes(GROUP, [found])])
         damage(store, gate.days, {"day": "2026-11-04", "app": "shop", "version": "b"}, NAN)
         damage(store, gate.queries, {"day": DAY, "app": "shop", "version": "b", "query_id": "q3"}, NOT_JSON)
     path = config(tmp_path, url)
@@ -238,7 +243,8 @@ def drift_store(url, tmp_path):
     first, *_, last = sorted({day for day, _, _ in deltas})
     with Store(url, None, tables_of(FEATURES)) as store:
         drift = Drift(Wiring(Settings(), store, new_scheduler())).store
-        store.save(GROUP, [Checkpoint("t", 0, 1, {})], [drift.writes(GROUP, [deltas])])
+        store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=1, state={})],
+                   [drift.writes(GROUP, [deltas])])
         app, name = next((app, name) for (day, app, name) in sorted(deltas) if day == last and name == TOP1_SCORE)
         damage(store, drift.days, {"day": last, "app": app, "feature": name}, b'{"3": NaN}')
     return config(tmp_path, url), first, last, (last, app, name)
@@ -257,7 +263,8 @@ def test_drift_json_and_baseline_freeze_leave_a_damaged_day_row_out_and_name_it(
 def test_drift_and_freeze_of_nothing_but_a_damaged_row_are_one_line_and_exit_2(url, tmp_path, capsys):
     with Store(url, None, tables_of(FEATURES)) as store:
         drift = Drift(Wiring(Settings(), store, new_scheduler())).store
-        store.save(GROUP, [Checkpoint("t", 0, 1, {})], [drift.writes(GROUP, [{(DAY, "shop", TOP1_SCORE): {3: 1}}])])
+        store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=1, state={})],
+                   [drift.writes(GROUP, [{(DAY, "shop", TOP1_SCORE): {3: 1}}])])
         damage(store, drift.days, {"day": DAY}, NOT_JSON)
     path = config(tmp_path, url)
     status, out, err = run(capsys, "baseline", "freeze", "--config", path, "--name", "b", "--from", DAY, "--to", DAY)

@@ -41,7 +41,7 @@ def expected(lines) -> dict:
 def checkpoint(drift: DriftStore, partition: int, offset: int, box: Outbox) -> None:
     """What Ownership.checkpoint does: the partition's offset and its outbox's drift rows in one transaction."""
     joined = [drift.writes(GROUP, [box.held["drift"]])]
-    drift.store.save(GROUP, [Checkpoint("t", partition, offset, {"v": 1})], joined)
+    drift.store.save(GROUP, [Checkpoint(topic="t", partition=partition, next_offset=offset, state={"v": 1})], joined)
     box.clear()
 
 
@@ -69,7 +69,7 @@ def test_a_failed_checkpoint_writes_nothing_and_its_outbox_keeps_the_deltas(drif
         state.process(line)
     box.take(state)
     with pytest.raises(StoreError):
-        drift.store.save(GROUP, [Checkpoint("t", 0, 200, {"v": 1})],
+        drift.store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=200, state={"v": 1})],
                          [drift.writes(GROUP, [box.held["drift"]]), _refuse])
     assert drift.stored_days(GROUP) == {}
     assert box.held["drift"]  # the next checkpoint writes them

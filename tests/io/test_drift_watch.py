@@ -39,7 +39,8 @@ def drift(tmp_path_factory):
             state.process(line)
             offset += 1
         box.take(state)
-        store.store.save(GROUP, [Checkpoint("t", 0, offset, {"v": 1})], [store.writes(GROUP, [box.held["drift"]])])
+        store.store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={"v": 1})],
+                         [store.writes(GROUP, [box.held["drift"]])])
         box.clear()
     yield store
     store.store.close()
@@ -141,7 +142,8 @@ def test_windows_counted_on_another_grid_are_not_compared_but_counted_and_logged
     for line in generate(PER_DAY, seed=8, start=DAY0 + timedelta(days=8), rate=1.0):
         state.process(line)
     box.take(state)
-    other.store.save(GROUP, [Checkpoint("t", 0, PER_DAY, {"v": 1})], [other.writes(GROUP, [box.held["drift"]])])
+    other.store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=PER_DAY, state={"v": 1})],
+                     [other.writes(GROUP, [box.held["drift"]])])
     watch = DriftWatch(other, GROUP, clock=lambda: NOW, scheduler=new_scheduler())
     with caplog.at_level("WARNING", logger="ragdrift.drift"):
         watch.refresh()
@@ -177,7 +179,8 @@ def test_split_by_pipeline_version_each_version_judges_against_its_apps_baseline
         for line in generate(PER_DAY, seed=d, start=DAY0 + timedelta(days=d), rate=1.0, incidents=incidents):
             state.process(line)
         box.take(state)
-        store.store.save(GROUP, [Checkpoint("t", 0, d, {"v": 1})], [store.writes(GROUP, [box.held["drift"]])])
+        store.store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=d, state={"v": 1})],
+                         [store.writes(GROUP, [box.held["drift"]])])
         box.clear()
     baseline = freeze(store.stored_days(GROUP, "2026-03-01", "2026-03-07"), "launch")  # every version summed
     assert set(baseline.apps) == {"docs-search", "hr-assistant", "support-bot"}

@@ -42,7 +42,8 @@ def gate(url):
 
 
 def save(gate: LiveGateStore, found: HeldRows, offset: int = 1) -> None:
-    gate.store.save(GROUP, [Checkpoint("t", 0, offset, {})], [gate.writes(GROUP, [found])])
+    gate.store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
+                    [gate.writes(GROUP, [found])])
 
 
 def test_a_day_written_ahead_of_the_clock_moves_no_retention_cutoff(gate):
@@ -119,7 +120,8 @@ def test_one_apps_failure_leaves_the_others_judged_and_is_counted(gate, monkeypa
     judged = judge_apps(gate, GROUP, "2026-11-01", "2026-11-06", LiveThresholds(resamples=100), ("a", "b"), 50,
                         failed=lambda app, exc: failed.append((app, type(exc))))
     assert [j.app for j in judged] == ["shop"] and failed == [("docs", ValueError)]
-    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
+    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), window_days=7, versions=("a", "b"),
+                          refresh_seconds=60.0, clock=lambda: NOON,
                           top_n=50, scheduler=new_scheduler())
     watch.reload()
     metrics = {m.name: m for m in LiveGateCollector(watch).collect()}
@@ -131,7 +133,8 @@ def test_one_apps_failure_leaves_the_others_judged_and_is_counted(gate, monkeypa
 def test_an_app_whose_evaluation_fails_keeps_its_last_figures(gate, monkeypatch):
     save(gate, rows({(d, app, v): 40 for d in ("2026-11-04", "2026-11-05") for app in ("docs", "shop")
                      for v in ("a", "b")}, {}))
-    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
+    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), window_days=7, versions=("a", "b"),
+                          refresh_seconds=60.0, clock=lambda: NOON,
                           top_n=50, scheduler=new_scheduler())
     watch.reload()
     before = {j.app: j for j in watch.comparisons}
@@ -172,7 +175,8 @@ def test_apps_beyond_top_n_are_judged_together_as_other_on_every_family(gate):
     sizes = {f"app{i}": 100 - 10 * i for i in range(7)}
     save(gate, rows({(d, app, v): n for d in ("2026-11-04", "2026-11-05") for app, n in sizes.items()
                      for v in ("a", "b")}, {("2026-11-05", app, v, "q1"): 1 for app in sizes for v in ("a", "b")}))
-    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), 7, ("a", "b"), 60.0, lambda: NOON,
+    watch = LiveGateWatch(gate, GROUP, LiveThresholds(resamples=100), window_days=7, versions=("a", "b"),
+                          refresh_seconds=60.0, clock=lambda: NOON,
                           top_n=3, scheduler=new_scheduler())
     watch.reload()
     apps = {m.name: {s.labels["app"] for s in m.samples} for m in LiveGateCollector(watch).collect()

@@ -40,10 +40,11 @@ def as_stored(state: dict) -> dict:
 
 def test_round_trip_of_several_partitions_in_one_save(store):
     states = {("a", 0): real_state(1), ("a", 1): real_state(2), ("b", 0): real_state(3)}
-    store.save(GROUP, [Checkpoint(t, p, 100 + p, s) for (t, p), s in states.items()])
+    store.save(GROUP, [Checkpoint(topic=t, partition=p, next_offset=100 + p, state=s) for (t, p), s in states.items()])
     for (topic, partition), state in states.items():
         loaded = store.load(GROUP, topic, partition)
-        assert loaded == Checkpoint(topic, partition, 100 + partition, as_stored(state))
+        assert loaded == Checkpoint(topic=topic, partition=partition, next_offset=100 + partition,
+                                    state=as_stored(state))
         # What comes back restores an equal partition state.
         restored = PartitionState.from_dict(CoreConfig(), loaded.state)
         assert restored.to_dict() == as_stored(state)
@@ -57,8 +58,8 @@ def test_empty_save_is_a_no_op(store):
 
 
 def test_a_failed_save_writes_nothing(store):
-    good = Checkpoint("a", 0, 10, {"n": 1})
-    bad = Checkpoint("a", 1, None, {"n": 2})  # NOT NULL violated inside the same transaction
+    good = Checkpoint(topic="a", partition=0, next_offset=10, state={"n": 1})
+    bad = Checkpoint(topic="a", partition=1, next_offset=None, state={"n": 2})  # NOT NULL violated in the transaction
     with pytest.raises(StoreError, match="checkpoint failed"):
         store.save(GROUP, [good, bad])
     assert store.load(GROUP, "a", 0) is None
@@ -66,29 +67,36 @@ def test_a_failed_save_writes_nothing(store):
 
 
 def test_save_upserts(store):
-    store.save(GROUP, [Checkpoint("a", 0, 10, {"v": 1}), Checkpoint("a", 1, 5, {"v": 1})])
-    store.save(GROUP, [Checkpoint("a", 0, 20, {"v": 2})])
-    assert store.load(GROUP, "a", 0) == Checkpoint("a", 0, 20, {"v": 2})
-    assert store.load(GROUP, "a", 1) == Checkpoint("a", 1, 5, {"v": 1})  # untouched
+    store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=10, state={"v": 1}),
+                       Checkpoint(topic="a", partition=1, next_offset=5, state={"v": 1})])
+    store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=20, state={"v": 2})])
+    assert store.load(GROUP, "a", 0) == Checkpoint(topic="a", partition=0, next_offset=20, state={"v": 2})
+    assert store.load(GROUP, "a", 1) == Checkpoint(topic="a", partition=1, next_offset=5, state={"v": 1})  # untouched
     # The same offset again replaces the state (a checkpoint with nothing new consumed).
-    store.save(GROUP, [Checkpoint("a", 0, 20, {"v": 3})])
-    assert store.load(GROUP, "a", 0) == Checkpoint("a", 0, 20, {"v": 3})
+    store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=20, state={"v": 3})])
+    assert store.load(GROUP, "a", 0) == Checkpoint(topic="a", partition=0, next_offset=20, state={"v": 3})
 
 
 def test_a_checkpoint_never_moves_an_offset_backwards(url):
     successor, fenced = Store(url), Store(url)  # two replicas sharing the store
     try:
-        fenced.save(GROUP, [Checkpoint("a", 0, 10, {"by": "fenced"}), Checkpoint("a", 1, 10, {"by": "fenced"})])
-        successor.save(GROUP, [Checkpoint("a", 0, 50, {"by": "successor"})])
+        fenced.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=10, state={"by": "fenced"}),
+                            Checkpoint(topic="a", partition=1, next_offset=10, state={"by": "fenced"})])
+        successor.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=50, state={"by": "successor"})])
         # The replica that lost partition 0 without noticing writes its old view,
         # together with a partition it still rightly owns: the store refuses the
         # whole checkpoint, loudly, and changes nothing.
         with pytest.raises(StoreError, match=r"a\[0\] at 30 refused"):
-            fenced.save(GROUP, [Checkpoint("a", 0, 30, {"by": "fenced"}), Checkpoint("a", 1, 40, {"by": "fenced"})])
-        assert successor.load(GROUP, "a", 0) == Checkpoint("a", 0, 50, {"by": "successor"})
-        assert successor.load(GROUP, "a", 1) == Checkpoint("a", 1, 10, {"by": "fenced"})
-        fenced.save(GROUP, [Checkpoint("a", 1, 40, {"by": "fenced"})])  # its own partition alone is fine
-        assert successor.load(GROUP, "a", 1) == Checkpoint("a", 1, 40, {"by": "fenced"})
+            fenced.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=30, state={"by": "fenced"}),
+                                Checkpoint(topic="a", partition=1, next_offset=40, state={"by": "fenced"})])
+        assert successor.load(GROUP, "a", 0) == Checkpoint(topic="a", partition=0, next_offset=50,
+                                                           state={"by": "successor"})
+        assert successor.load(GROUP, "a", 1) == Checkpoint(topic="a", partition=1, next_offset=10,
+                                                           state={"by": "fenced"})
+        fenced.save(GROUP, [Checkpoint(topic="a", partition=1, next_offset=40,
+                                       state={"by": "fenced"})])  # its own partition alone is fine
+        assert successor.load(GROUP, "a", 1) == Checkpoint(topic="a", partition=1, next_offset=40,
+                                                           state={"by": "fenced"})
     finally:
         successor.close()
         fenced.close()
@@ -96,10 +104,10 @@ def test_a_checkpoint_never_moves_an_offset_backwards(url):
 
 def test_opening_an_existing_store_keeps_its_checkpoints(url):
     first = Store(url)
-    first.save(GROUP, [Checkpoint("a", 0, 7, {"k": [1, 2]})])
+    first.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=7, state={"k": [1, 2]})])
     first.close()
     with Store(url) as second:
-        assert second.load(GROUP, "a", 0) == Checkpoint("a", 0, 7, {"k": [1, 2]})
+        assert second.load(GROUP, "a", 0) == Checkpoint(topic="a", partition=0, next_offset=7, state={"k": [1, 2]})
 
 
 def test_a_store_is_closed_when_its_block_ends_also_on_an_error(url):
@@ -128,8 +136,8 @@ def test_schema_option_on_postgresql(pg_url):
     with engine.begin() as conn:
         conn.execute(text("CREATE SCHEMA monitoring"))
     with Store(pg_url, schema="monitoring") as store:
-        store.save(GROUP, [Checkpoint("a", 0, 3, {"s": 1})])
-        assert store.load(GROUP, "a", 0) == Checkpoint("a", 0, 3, {"s": 1})
+        store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=3, state={"s": 1})])
+        assert store.load(GROUP, "a", 0) == Checkpoint(topic="a", partition=0, next_offset=3, state={"s": 1})
         with engine.connect() as conn:
             tables = conn.execute(text(
                 "SELECT table_schema FROM information_schema.tables WHERE table_name = 'ragdrift_checkpoints'"
@@ -166,14 +174,14 @@ def test_store_that_went_away_fails_ping_load_and_save_with_store_errors(tmp_pat
     directory = tmp_path / "d"
     directory.mkdir()
     store = Store(f"sqlite:///{directory}/state.db")
-    store.save(GROUP, [Checkpoint("a", 0, 1, {})])
+    store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=1, state={})])
     store.close()  # drop pooled connections: the next use reconnects
     shutil.rmtree(directory)
     assert store.ping() is False
     with pytest.raises(StoreError):
         store.load(GROUP, "a", 0)
     with pytest.raises(StoreError):
-        store.save(GROUP, [Checkpoint("a", 0, 2, {})])
+        store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=2, state={})])
     store.close()
 
 
@@ -193,7 +201,7 @@ def test_a_store_created_by_the_previous_release_is_upgraded_in_place(url):
     with Store(url) as store:
         old = store.load(GROUP, "a", 0)
         assert (old.next_offset, old.topic_id, old.state) == (7, None, as_stored(real_state(1)))
-        store.save(GROUP, [Checkpoint("a", 0, 9, real_state(2), topic_id="id-1")])
+        store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=9, state=real_state(2), topic_id="id-1")])
         assert store.load(GROUP, "a", 0).topic_id == "id-1"
     Store(url).close()  # opening an up-to-date store changes nothing
 
@@ -237,9 +245,11 @@ def test_other_components_join_the_checkpoint_transaction(url):
         def rows(*ids):
             return lambda conn: conn.execute(table.insert(), [{"event_id": i, "offset": 1} for i in ids])
 
-        store.save(GROUP, [Checkpoint("a", 0, 10, real_state(1))], joined=[rows("e1", "e2")])
+        store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=10, state=real_state(1))],
+                   joined=[rows("e1", "e2")])
         with pytest.raises(StoreError, match="refused"):
-            store.save(GROUP, [Checkpoint("a", 0, 5, real_state(1))], joined=[rows("e3")])
+            store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=5, state=real_state(1))],
+                       joined=[rows("e3")])
         with store.engine.connect() as conn:
             assert sorted(conn.execute(select(table.c.event_id)).scalars()) == ["e1", "e2"]
         assert store.load(GROUP, "a", 0).next_offset == 10
@@ -277,7 +287,7 @@ def test_a_read_opening_writes_nothing(url):
     with Store(url, opening=Opening.READ) as store:
         assert store.load(GROUP, "a", 0) is None
         with pytest.raises(StoreError, match="checkpoint failed"):  # read-only on both databases
-            store.save(GROUP, [Checkpoint("a", 0, 1, {})])
+            store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=1, state={})])
 
 
 def test_a_read_opening_needs_every_table_it_reads_and_an_existing_one_adds_them(url):
@@ -298,7 +308,7 @@ def test_a_locked_sqlite_store_fails_a_checkpoint_naming_the_file(tmp_path):
     holder.execute("BEGIN EXCLUSIVE")
     try:
         with pytest.raises(StoreError) as info:
-            store.save(GROUP, [Checkpoint("a", 0, 1, {})])
+            store.save(GROUP, [Checkpoint(topic="a", partition=0, next_offset=1, state={})])
         assert str(info.value) == f"checkpoint failed: the store is locked: another process holds the SQLite file {path}"
         with pytest.raises(StoreError, match="cannot load checkpoint: the store is locked"):
             store.load(GROUP, "a", 0)

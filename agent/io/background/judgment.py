@@ -59,7 +59,7 @@ WEEKLY = "weekly-batch"  # its job id on the scheduler, and its name among the j
 class JudgmentJobs(Periodic):
     """The jobs (the weekly batch when `weekly` is given) and the latest figures they read."""
 
-    def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, top_n: int, *,
+    def __init__(self, settings: Settings, queue: Queue, qrels: Qrels, *, top_n: int,
                  scheduler: BackgroundScheduler, weekly: Weekly | None = None):
         super().__init__("judgment-status", REFRESH_SECONDS, log, what="the judgment queue's figures", scheduler=scheduler,
                          misfire_grace_time=GRACE_SECONDS)

@@ -150,8 +150,8 @@ def judge_apps(store: LiveGateStore, group_id: str, first: str, last: str, gate:
 class LiveGateWatch(Periodic):
     """The refresh job and the last comparisons it made."""
 
-    def __init__(self, store: LiveGateStore, group_id: str, gate: LiveThresholds, window_days: int,
-                 versions: tuple[str, str] | None, refresh_seconds: float, clock: Callable[[], float] = time.time, *,
+    def __init__(self, store: LiveGateStore, group_id: str, gate: LiveThresholds, *, window_days: int,
+                 versions: tuple[str, str] | None, refresh_seconds: float, clock: Callable[[], float] = time.time,
                  top_n: int, scheduler: BackgroundScheduler):
         super().__init__("live-gate-refresh", refresh_seconds, log, what="the live gate's rows", scheduler=scheduler)
         self.store, self.group_id, self.gate, self.top_n = store, group_id, gate, top_n

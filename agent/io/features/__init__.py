@@ -19,7 +19,7 @@ through this class.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -40,6 +40,7 @@ class Wiring:
     settings: Settings
     store: Store  # opened with every feature's tables
     scheduler: BackgroundScheduler  # the agent's one background scheduler, started after the features are built
+    _: KW_ONLY
     # Jobs (agent/jobs), which io may not import, by the name the feature that runs one looks it up by.
     jobs: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 

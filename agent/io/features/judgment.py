@@ -41,7 +41,7 @@ class Judgment(FeatureAdapter[QueueRows]):
         self.config = config
         self.settings = settings
         self.queue = Queue(wiring.store)
-        self.jobs = JudgmentJobs(settings, self.queue, Qrels(wiring.store), settings.metrics.top_n,
+        self.jobs = JudgmentJobs(settings, self.queue, Qrels(wiring.store), top_n=settings.metrics.top_n,
                                  scheduler=wiring.scheduler, weekly=wiring.jobs.get(WEEKLY))
 
     def partition(self, group: str, tp: TopicPartition, restore: bool) -> JudgmentIntake:

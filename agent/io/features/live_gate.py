@@ -28,10 +28,12 @@ class LiveGate(FeatureAdapter[HeldRows]):
     def __init__(self, wiring: Wiring):
         section = wiring.settings.live_gate
         self.config = live_config(section)
-        self.rows = LiveGateStore(wiring.store, section.examples, section.retention_days, damaged=Damaged(log))
+        self.rows = LiveGateStore(wiring.store, examples=section.examples, retention_days=section.retention_days,
+                                  damaged=Damaged(log))
         versions = (section.stable, section.candidate) if section.stable else None
         self.watch = LiveGateWatch(self.rows, wiring.settings.kafka.group_id, thresholds(section),
-                                   section.window_days, versions, section.refresh_seconds,
+                                   window_days=section.window_days, versions=versions,
+                                   refresh_seconds=section.refresh_seconds,
                                    top_n=wiring.settings.metrics.top_n, scheduler=wiring.scheduler)
 
     def partition(self, group: str, tp: TopicPartition, restore: bool) -> VersionCounts:

@@ -20,7 +20,7 @@ class _QuietHandler(WSGIRequestHandler):
 class MetricsServer:
     """`/metrics` (text and OpenMetrics), `/healthz` and `/readyz` on one port."""
 
-    def __init__(self, registry: CollectorRegistry, address: str, port: int, health, ready,
+    def __init__(self, registry: CollectorRegistry, address: str, port: int, *, health, ready,
                  cert_file: str | None = None, key_file: str | None = None):
         metrics = make_wsgi_app(registry)
 

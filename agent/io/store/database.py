@@ -141,7 +141,7 @@ class StoreError(RuntimeError):
     """The store could not be read or written."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Checkpoint:
     topic: str
     partition: int
@@ -349,7 +349,8 @@ class Store:
             sealed = [[bucket, orjson.loads(tally)] for bucket, tally in buckets]
         except orjson.JSONDecodeError:  # damaged: the restore refuses it as a state of no version
             state, sealed = None, []
-        return Checkpoint(topic, partition, row.next_offset, state, sealed, topic_id=row.topic_id)
+        return Checkpoint(topic=topic, partition=partition, next_offset=row.next_offset, state=state, sealed=sealed,
+                          topic_id=row.topic_id)
 
     def set_aside(self, group_id: str, topic: str, partition: int, reason: str,
                   joined: Iterable[Joined] = ()) -> None:

@@ -81,7 +81,7 @@ TABLES = (days_table, queries_table)
 class LiveGateStore:
     """Reads and writes of the live gate's tables, on a store opened with `TABLES`."""
 
-    def __init__(self, store, examples: int = 5, retention_days: int = 35, clock: Callable[[], float] = time.time,
+    def __init__(self, store, *, examples: int = 5, retention_days: int = 35, clock: Callable[[], float] = time.time,
                  damaged: Damaged | None = None):
         self.store = store
         self.damaged = Damaged() if damaged is None else damaged
