@@ -192,8 +192,7 @@ class Ownership:
             log.error("stored state damaged; set aside in the store, starting a fresh state at its offset",
                       extra={"topic": tp.topic, "partition": tp.partition, "offset": stored.next_offset,
                              "error": str(exc)})
-            forget = [rows for f in self.features for rows in f.forget(self.kafka.group_id, tp)]
-            self.store.set_aside(self.kafka.group_id, tp.topic, tp.partition, str(exc), forget)
+            self.store.set_aside(self.kafka.group_id, tp.topic, tp.partition, str(exc))
             self.set_aside += 1
             return Owned.fresh(self._state(tp), stored.next_offset, stored.topic_id)
         return Owned.restored(self._attach(state), stored.next_offset, stored.topic_id)

@@ -334,19 +334,29 @@ def test_a_state_of_a_newer_release_is_left_as_stored_and_its_partition_paused(b
 def test_a_damaged_stored_state_is_set_aside_and_started_afresh_not_a_crash_loop(broker, make_topic, group_id, tmp_path):
     """A checkpoint of this release's version that does not read back (the wrong shape), and one whose
     bytes are not JSON: each is moved aside in the store, with its buckets, and counted; its partition
-    starts afresh at the stored offset (nothing skipped, nothing twice) and the agent keeps consuming."""
+    starts afresh at the stored offset (nothing skipped, nothing twice) and the agent keeps consuming.
+    What its features stored stays (a judgment candidate sampled before the offset)."""
+    from agent.core.sampling.candidate import Candidate
+    from agent.io.features import tables_of
     from agent.io.store.database import Checkpoint, Store
+    from agent.io.store.queue import Queue
+    from agent.service import FEATURES
 
     topic, dlq = make_topic(2, "retrievals"), make_topic(1, "dlq")
     url = f"sqlite:///{tmp_path}/s.db"
     lines = list(synth.generate(300, seed=97, start=_now()))
     produce(broker.bootstrap, topic, lines)
     counts = [len(records) for _, records in sorted(read_partitions(broker.bootstrap, topic, len(lines)).items())]
-    with Store(url) as store:
+    # A judgment candidate the damaged state had sampled before its offset: a valid sample, kept.
+    sampled = Candidate(event_id="before-the-offset", ts=1.0, week="1970-W01", stratum="uniform", app="a",
+                        query_id="q-before-offset", query_type="unknown", language="unknown", cutoff_k=1,
+                        pipeline_version=None, results=(), w=1.0, u=0.5, priority=2.0)
+    with Store(url, None, tables_of(FEATURES)) as store:
         store.save(group_id, [Checkpoint(topic=topic, partition=0, next_offset=50,
                                          state={"version": 2, "baseline": None, "labels": "damaged"},
                                          sealed=[[3, [["y", 2]]]]),
-                              Checkpoint(topic=topic, partition=1, next_offset=30, state={"version": 2})])
+                              Checkpoint(topic=topic, partition=1, next_offset=30, state={"version": 2})],
+                   [Queue(store).writes(group_id, topic, 0, [sampled], [], [])])
     with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db, db:
         db.execute("UPDATE ragdrift_checkpoints SET state = ? WHERE partition = 1", (b"\x00{not json",))
     running = _agent_over(broker, topic, dlq, group_id, url)
@@ -372,4 +382,6 @@ def test_a_damaged_stored_state_is_set_aside_and_started_afresh_not_a_crash_loop
     assert sorted(aside) == [0, 1]
     assert orjson.loads(aside[0][6])["labels"] == "damaged" and aside[0][5] == 50
     assert aside[1][6] == b"\x00{not json" and aside[1][5] == 30
+    with Store(url, None, tables_of(FEATURES)) as store:
+        assert sampled in Queue(store).partition_candidates(group_id, topic, 0)
     assert [row[4:] for row in _stored_rows(url, "ragdrift_set_aside_buckets")] == [(3, b'[["y",2]]')]

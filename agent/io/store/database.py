@@ -352,11 +352,12 @@ class Store:
         return Checkpoint(topic=topic, partition=partition, next_offset=row.next_offset, state=state, sealed=sealed,
                           topic_id=row.topic_id)
 
-    def set_aside(self, group_id: str, topic: str, partition: int, reason: str,
-                  joined: Iterable[Joined] = ()) -> None:
-        """Move a partition's checkpoint and its buckets, as stored, into the set-aside tables, and
-        drop what `joined` drops with it, in one transaction: the partition then starts afresh while
-        what it held is kept for a person to read."""
+    def set_aside(self, group_id: str, topic: str, partition: int, reason: str) -> None:
+        """Move a partition's checkpoint and its buckets, as stored, into the set-aside tables, in one
+        transaction: the partition then starts afresh while what it held is kept for a person to read.
+        Its features' rows stay: they count events before the stored offset, which the fresh state
+        never reads again (a judgment sample's rows stay a valid sample: the top of a union of events
+        is the top of the parts' tops, and a later restore offers them back to the sampler)."""
         now = time.time()
         c, b = self.checkpoints.c, self.buckets.c
         kept = [literal(now, Float).label("set_aside_at"), literal(reason[:255], String).label("reason")]
@@ -371,7 +372,7 @@ class Store:
                     ["group_id", "topic", "partition", "set_aside_at", "bucket", "tally"],
                     select(b.group_id, b.topic, b.partition, kept[0], b.bucket, b.tally).where(
                         *_of(self.buckets, group_id, topic, partition))))
-                self._forget(conn, group_id, topic, partition, joined)
+                self._forget(conn, group_id, topic, partition, ())
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot set the checkpoint aside: {self.describe(exc, detail=True)}") from exc
 
