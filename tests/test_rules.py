@@ -36,6 +36,7 @@ ALERTS = {
     "RagdriftCheckpointStale": "ticket",
     "RagdriftPartitionUnreadable": "page",
     "RagdriftCheckpointSetAside": "ticket",
+    "RagdriftDamagedStoredRows": "ticket",
     "RagdriftKafkaUnreachable": "page",
     "RagdriftDeadLetters": "ticket",
     "RagdriftJudgmentBatchMissing": "ticket",
