@@ -36,12 +36,6 @@ def test_the_entries_are_the_features_the_agent_builds_each_with_its_adapter():
         assert module in entries[adapter.name].modules, f"{adapter.__name__} ({module}) not in its entry"
 
 
-def test_the_core_halves_are_those_of_the_entries_but_the_calibrations():
-    """The score calibrations have no core half: the metric families read the fits in force."""
-    names = [feature.name for feature in catalog.partition_features()]
-    assert names == [entry.name for entry in catalog.CATALOG if entry.name != "calibration"]
-
-
 def test_the_tables_in_docs_architecture_are_current():
     text = DOC.read_text()
     assert catalog.written(text) == text, "run: python -m agent.catalog --write"
