@@ -142,12 +142,12 @@ class Ownership:
 
     def _checkpoint_of(self, tp: TopicPartition) -> Checkpoint:
         owned = self.owned[tp]
-        owned.outbox.take(owned.state)
-        windows = owned.state.windows
+        state = owned.state
+        owned.outbox.take(state)
         return Checkpoint(
             topic=tp.topic, partition=tp.partition, next_offset=owned.next_offset,
-            state=owned.state.to_dict(sealed_elsewhere=True),
-            sealed=windows.sealed_items(owned.stored_before), keep_from=windows.oldest(), topic_id=owned.topic_id,
+            state=state.to_dict(sealed_elsewhere=True),
+            sealed=state.sealed_items(owned.stored_before), keep_from=state.keep_from(), topic_id=owned.topic_id,
         )
 
     def assign(self, assigned: list[TopicPartition]) -> None:

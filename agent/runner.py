@@ -213,7 +213,7 @@ class Agent:
             return
         if len(links) < MAX_LINKS:
             links.append(Link(context))
-        lead = owned.state.metrics.lead(facts.event)  # the app label, and the pipeline version's when split
+        lead = owned.state.context.lead()  # of the event just ingested: its app label (and version's, when split)
         for family in hits:
             self.exemplars[(family, *lead)] = (format(context.trace_id, "032x"), time.time())
 

@@ -9,7 +9,10 @@ rows in the same transaction as the offsets; a restored partition rebuilds
 such a feature from those rows (the io side's `partition`). A feature may
 also keep a section of the checkpointed state (`to_dict`, under its name;
 the metric families keep their windows there) and take it back on a restore
-(`restore`).
+(`restore`), with the parts of it that can no longer change stored apart
+(`seals`); and it may count into the process's counters, read after every
+poll (`added`). The agent reaches the metric families through these members
+only, as it does every other feature.
 
 The checkpointed state is versioned as a whole: a feature that changes the
 layout of its section raises `STATE_VERSION` and adds a migration of the
@@ -26,6 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent.core.facts import Facts
+from agent.core.tally import Tally
 
 if TYPE_CHECKING:  # the state and the calibrations hand theirs in
     from agent.core.calibrated import Active
@@ -50,6 +54,13 @@ class Context:
         self.watermark: float | None = None  # the windows' watermark, once the metric families saw the event
         # Dated further ahead of `now` than windows.max_future_seconds: the metric families' decision.
         self.future = False
+
+    def lead(self) -> tuple[str, ...]:
+        """The leading label values of the event's series: its app label, then its pipeline version
+        label when split. After `ingest` the context still describes that event (the agent keys the
+        exemplars of the event just ingested by these)."""
+        version = self.pipeline_version
+        return (self.app,) if version is None else (self.app, version)
 
 
 # The context fields the state fills for every event before any feature observes it; the others are filled
@@ -86,9 +97,17 @@ class PartitionFeature(Observer, Protocol[P]):
     name: str  # its holder in the outbox, its section of the checkpointed state, `state.feature(name)`
     reads: frozenset[str]  # the `Context` fields its `observe` reads
     writes: frozenset[str]  # the `Context` fields its `observe` fills, for the features after it
+    # Whether parts of its section, once sealed, are stored apart (`sealed_items`). At most one feature
+    # of a state seals: the store keeps one numbered series of sealed parts per partition.
+    seals: bool
 
     def take(self) -> Any:
-        """What it queued since the last call."""
+        """What it queued since the last call, for its outbox holder."""
+
+    def added(self) -> Tally:
+        """What its events added to the process's counters since the last call: read after every poll
+        and summed over the partitions into the counters /metrics shows. Never negative where each event
+        added a non-negative amount, so the counters never go down."""
 
     def outbox(self) -> P:
         """An empty holder for what `take` returns."""
@@ -102,19 +121,43 @@ class PartitionFeature(Observer, Protocol[P]):
 
     def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
         """Take back its section of a restored state (None when the state has none), with the parts
-        stored apart (`sealed`); raises ValueError, KeyError or TypeError when it is damaged."""
+        stored apart (`sealed`, for the feature that seals); raises ValueError, KeyError or TypeError
+        when it is damaged."""
+
+    def sealed_before(self) -> int:
+        """Parts of its section below this index never change again (0 for a feature that seals nothing)."""
+
+    def sealed_items(self, first: int) -> list[list[Any]]:
+        """Its sealed parts from index `first` up to `sealed_before`, as `restore` takes them back."""
+
+    def keep_from(self) -> int | None:
+        """Its parts stored apart below this index are no longer needed: the store deletes them."""
 
 
 class KeptAsRows:
-    """The checkpointed-state half of a `PartitionFeature` kept only as rows: no section, nothing to take back."""
+    """The checkpointed-state half of a `PartitionFeature` kept only as rows: no section, nothing to
+    take back, no counters, nothing sealed."""
 
     __slots__ = ()
+    seals = False
+
+    def added(self) -> Tally:
+        return {}
 
     def to_dict(self, sealed_elsewhere: bool = False) -> None:
         return None
 
     def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
         """Rebuilt from its rows by its io side, not from the state."""
+
+    def sealed_before(self) -> int:
+        return 0
+
+    def sealed_items(self, first: int) -> list[list[Any]]:
+        return []
+
+    def keep_from(self) -> int | None:
+        return None
 
 
 def check_context(features: Sequence[PartitionFeature[Any]]) -> None:

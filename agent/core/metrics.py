@@ -2,10 +2,10 @@
 
 The first feature of every state, always on; the others read the watermark
 it leaves in the context. Its windows are its section of the checkpointed
-state ("windows"), sealed buckets apart (agent/core/windows.py). What `take`
-returns is what the events since the last call added, which the agent sums
-into the process's counters after every poll (agent/runner.py); so nothing
-is left for a checkpoint's outbox, whose slot (`Counted`) holds nothing.
+state ("windows"), its sealed buckets stored apart (`seals`,
+agent/core/windows.py). What its events added leaves through `added`, which
+the agent sums into the process's counters after every poll; so nothing is
+left for a checkpoint's outbox, whose holder (`Counted`) holds nothing.
 
 Split by pipeline version (`CoreConfig.by_pipeline_version`), the families
 are `ByPipelineVersion`: a view per app and version label, whose keys carry
@@ -23,7 +23,6 @@ from agent.core.facts import Facts
 from agent.core.families import FUTURE_EVENTS, OBSERVERS, UNKNOWN_FIELDS
 from agent.core.feature import Context
 from agent.core.labels import OTHER, LabelSet
-from agent.core.model import Event
 from agent.core.pipelines import NO_VERSION, conform, fold_versions, version_of
 from agent.core.tally import Tally, inc
 from agent.core.view import Keys, Labelled, Table, View
@@ -35,8 +34,8 @@ class Counted:
 
     __slots__ = ()
 
-    def absorb(self, taken: Tally) -> None:
-        """Taken after every poll for the process's counters already: nothing is left at a checkpoint."""
+    def absorb(self, taken: None) -> None:
+        """What they count leaves after every poll (`added`): nothing is left at a checkpoint."""
 
     def clear(self) -> None:
         pass
@@ -64,6 +63,7 @@ class Views(dict[str, View]):
 class MetricFamilies:
     __slots__ = ("config", "labels", "shared", "views", "windows")
     name = "windows"
+    seals = True  # a day of minute buckets is large: each is stored once, when it can no longer change
     reads = frozenset({"app", "now", "new_terms", "calibrations", "unknown_fields"})
     writes = frozenset({"watermark", "future", "pipeline_version"})  # the version: split, else None
 
@@ -88,12 +88,10 @@ class MetricFamilies:
         if ctx.unknown_fields:
             inc(target, UNKNOWN_FIELDS.key(), ctx.unknown_fields)
 
-    def lead(self, event: Event) -> tuple[str, ...]:
-        """The leading label values of an ingested event's keys: its app label."""
-        return (self.labels["app"](event.app),)
+    def take(self) -> None:
+        """Nothing waits for a checkpoint: their counts leave through `added`, their windows in the state."""
 
-    def take(self) -> Tally:
-        """What the events since the last call added (`Windows.take_added`)."""
+    def added(self) -> Tally:
         return self.windows.take_added()
 
     def outbox(self) -> Counted:
@@ -104,6 +102,15 @@ class MetricFamilies:
 
     def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
         return self.windows.to_dict(sealed_elsewhere)
+
+    def sealed_before(self) -> int:
+        return self.windows.sealed_before()
+
+    def sealed_items(self, first: int) -> list[list[Any]]:
+        return self.windows.sealed_items(first)
+
+    def keep_from(self) -> int:
+        return self.windows.oldest()
 
     def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
         """A state checkpointed with the split on or off is restored in the layout configured now
@@ -162,11 +169,6 @@ class ByPipelineVersion(MetricFamilies):
         if ts > last.get(label, _NEVER):
             last[label] = ts
         MetricFamilies.observe(self, facts, ctx)  # not super(): no proxy built per event
-
-    def lead(self, event: Event) -> tuple[str, ...]:
-        """The app label and pipeline version label of an ingested event."""
-        app = self.labels["app"](event.app)
-        return (app, *self.versions[app][version_of(event)].tail)
 
     def _known(self, seen: Sequence[str] = ()) -> LabelSet:
         return LabelSet(self.config.max_pipeline_versions, self.config.label_values.get(PIPELINE_VERSION), seen)

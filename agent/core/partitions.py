@@ -50,7 +50,7 @@ class Owned:
     state: PartitionState
     next_offset: int
     checkpointed_offset: int
-    stored_before: int  # sealed buckets below this index are in the store already
+    stored_before: int  # sealed parts below this index are in the store already
     verified: bool = True  # False until the log is known to reach the stored offset
     short_since: float | None = None  # when the log was first seen ending before the offset
     topic_id: str | None = None  # the log's identity when loaded; a new id means a recreated topic
@@ -64,7 +64,7 @@ class Owned:
     def restored(cls, state: PartitionState, offset: int, topic_id: str | None) -> Owned:
         """Loaded from a checkpoint: its log must be shown to reach the offset."""
         return cls(state=state, next_offset=offset, checkpointed_offset=offset,
-                   stored_before=state.windows.sealed_before(), verified=False, topic_id=topic_id)
+                   stored_before=state.sealed_before(), verified=False, topic_id=topic_id)
 
     @property
     def dirty(self) -> bool:
@@ -75,7 +75,7 @@ class Owned:
         """Its checkpoint, and the rows of its outbox, were written at `next_offset`."""
         self.checkpointed_offset = self.next_offset
         self.outbox.clear()
-        self.stored_before = self.state.windows.sealed_before()
+        self.stored_before = self.state.sealed_before()
 
 
 def recreated(owned: Owned, topic_id: str | None, high: int | None, now: float) -> bool:

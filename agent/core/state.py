@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
@@ -64,7 +64,7 @@ class ActiveBaseline:
 class PartitionState:
     """A partition's shared context and its features, the metric families first."""
 
-    __slots__ = ("config", "context", "features", "labels", "metrics", "observers", "vocabulary")
+    __slots__ = ("config", "context", "features", "labels", "observers", "sealing", "vocabulary")
 
     def __init__(self, config: CoreConfig, baseline: ActiveBaseline | None = None,
                  features: Iterable[PartitionFeature[Any]] = (), **configs: Configuration | None) -> None:
@@ -78,18 +78,22 @@ class PartitionState:
             dim: LabelSet(config.max_label_values, config.label_values.get(dim)) for dim in LABEL_DIMENSIONS
         }
         self.vocabulary = Vocabulary(config.vocabulary_bits, config.vocabulary_hashes)
-        self.metrics: MetricFamilies = metric_families(config, self.labels)
+        families = metric_families(config, self.labels)
         made = {name: c.partition() for name, c in configs.items() if c is not None}
         if any(f.name != name for name, f in made.items()):
             raise TypeError(f"a configuration not given by its feature's name: {sorted(made)}")
         self.features: dict[str, PartitionFeature[Any]] = {}
-        for feature in (self.metrics, *features, *made.values()):
+        for feature in (families, *features, *made.values()):
             if feature.name in self.features:
                 raise ValueError(f"two features named {feature.name!r}")
-            if feature is not self.metrics and feature.name in RESERVED:
+            if feature is not families and feature.name in RESERVED:
                 raise ValueError(f"a feature may not be named {feature.name!r}: the state's own name")
             self.features[feature.name] = feature
         check_context(list(self.features.values()))
+        sealing = [f for f in self.features.values() if f.seals]
+        if len(sealing) > 1:
+            raise ValueError(f"two features seal parts of their sections: {[f.name for f in sealing]}")
+        self.sealing = sealing[0] if sealing else None  # the feature whose sealed parts the store keeps apart
         self.observers = tuple(f.observe for f in self.features.values())
 
     def feature(self, name: str) -> PartitionFeature[Any]:
@@ -118,13 +122,14 @@ class PartitionState:
 
     @property
     def windows(self) -> Windows:
-        return self.metrics.windows
+        """The metric families' windows, which every published figure is a view of."""
+        return cast(MetricFamilies, self.features[MetricFamilies.name]).windows
 
     def ingest(self, event: Event, unknown_fields: int = 0, now: float | None = None) -> Facts:
         """Fold one event into every feature and return its facts.
 
         `now` is when it was written, if known (see Windows.slot). What a run
-        of events added is read back with `take_added`.
+        of events added to the counters is read back with `take_added`.
         """
         facts = facts_of(event)
         ctx = self.context
@@ -149,18 +154,30 @@ class PartitionState:
         return self.ingest(decoded.event, decoded.unknown_fields, now)
 
     def take_added(self) -> Tally:
-        """What the events ingested since the last call added: whole events
-        only, and never negative where each event added a non-negative amount,
-        so the process-wide counters summed from it never go down."""
-        return self.metrics.take()
+        """What the events ingested since the last call added to the counters, every feature's `added`:
+        whole events only, and never negative where each event added a non-negative amount, so the
+        process-wide counters summed from it never go down."""
+        return total(f.added() for f in self.features.values())
 
     def totals(self) -> Tally:
-        return self.metrics.windows.totals()
+        return self.windows.totals()
+
+    def sealed_before(self) -> int:
+        """Sealed parts below this index can no longer change (`PartitionFeature.sealed_before`)."""
+        return 0 if self.sealing is None else self.sealing.sealed_before()
+
+    def sealed_items(self, first: int) -> list[list[Any]]:
+        """The sealed parts from index `first` on, stored apart by the checkpoint."""
+        return [] if self.sealing is None else self.sealing.sealed_items(first)
+
+    def keep_from(self) -> int | None:
+        """Sealed parts stored apart below this index are no longer needed."""
+        return None if self.sealing is None else self.sealing.keep_from()
 
     def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
-        """Plain data: the shared context, then each feature's section. A day of minute buckets is
-        large, and sealed buckets never change: with `sealed_elsewhere` they are left out, for a
-        checkpoint that stores each of them once (`windows.sealed_items`)."""
+        """Plain data: the shared context, then each feature's section. Sealed parts never change:
+        with `sealed_elsewhere` they are left out, for a checkpoint that stores each of them once
+        (`sealed_items`)."""
         baseline = self.context.baseline
         data: dict[str, Any] = {
             "version": STATE_VERSION,

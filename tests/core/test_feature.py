@@ -156,3 +156,47 @@ def test_every_context_field_is_filled_by_the_state_or_declared_by_a_feature():
     assert set(Context.__slots__) == FILLED_BY_STATE | {field for f in features for field in f.writes}
     read = {field for f in features for field in f.reads}
     assert read <= set(Context.__slots__) and set(Context.__slots__) - read == set()
+
+
+class Counting(PerVersion):
+    """A feature with counters of its own: what its events added leaves through `added`, after every poll."""
+
+    name = "counting"
+
+    def __init__(self):
+        super().__init__()
+        self.since: dict = {}
+
+    def observe(self, facts, ctx) -> None:
+        self.since[("seen", ctx.app)] = self.since.get(("seen", ctx.app), 0) + 1
+
+    def added(self) -> dict:
+        since, self.since = self.since, {}
+        return since
+
+
+def test_the_counters_grow_by_what_every_feature_added():
+    state = PartitionState(CoreConfig(), features=[Counting()])
+    for line in LINES[:40]:
+        state.process(line)
+    first = state.take_added()
+    for line in LINES[40:]:
+        state.process(line)
+    second = state.take_added()
+    assert sum(v for k, v in first.items() if k[0] == "seen") == 40
+    assert sum(v for k, v in second.items() if k[0] == "seen") == len(LINES) - 40
+    retrievals = [sum(v for k, v in taken.items() if k[0] == "retrievals") for taken in (first, second)]
+    assert retrievals == [40, len(LINES) - 40]  # the metric families' counters, through the same member
+    assert state.take_added() == {}
+
+
+class Sealing(PerVersion):
+    name = "sealing"
+    seals = True
+
+
+def test_one_feature_at_most_seals():
+    """The store keeps one numbered series of sealed parts per partition: the metric families'."""
+    assert PartitionState(CoreConfig()).sealing.name == "windows"
+    with pytest.raises(ValueError, match=r"two features seal parts of their sections: \['windows', 'sealing'\]"):
+        PartitionState(CoreConfig(), features=[Sealing()])

@@ -77,7 +77,10 @@ def test_each_app_learns_versions_up_to_the_bound_then_other_and_none_without_on
     # `none` is no learned version; the versions learned are checkpointed with the windows, not the labels.
     assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v2"], "beta": ["v3"]}
     assert "pipeline_version" not in state.labels and "pipeline_version" not in state.to_dict()["labels"]
-    assert state.metrics.lead(state.process(doc(6, "v9")).event) == ("alpha", "other")
+    state.take_added()
+    state.process(doc(6, "v9"))
+    assert state.context.lead() == ("alpha", "other")  # the exemplars' labels: those of the event's counters
+    assert state.take_added()[("retrievals", *state.context.lead())] == 1
 
 
 def test_a_fixed_version_list_learns_nothing():
@@ -91,7 +94,10 @@ def test_off_the_keys_and_the_checkpoint_are_as_without_the_split():
     state = feed(PartitionState(CoreConfig()), [doc(0, "v1"), doc(1, None)])
     assert counts(state.totals(), "retrievals") == {("alpha",): 2}
     assert "pipeline_versions" not in state.to_dict()["windows"]
-    assert state.metrics.lead(state.process(doc(2, "v1")).event) == ("alpha",)
+    state.take_added()
+    state.process(doc(2, "v1"))
+    assert state.context.lead() == ("alpha",)
+    assert state.take_added()[("retrievals", *state.context.lead())] == 1
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -224,7 +230,7 @@ def test_a_new_release_takes_the_slot_of_a_version_stopped_for_the_idle_time():
     windows = state.to_dict()["windows"]
     assert windows["pipeline_versions"] == {"alpha": ["v1", "v5"]}
     assert windows["pipeline_versions_seen"] == {"alpha": {"v1": T0 + 600, "v5": T0 + 960}}
-    assert set(state.metrics.by_label) == {"v1", "v5", "other"}  # the views of v2..v4 are let go
+    assert set(state.feature("windows").by_label) == {"v1", "v5", "other"}  # the views of v2..v4 are let go
     state = feed(state, [doc(9, "v2", t=T0 + 1000)])
     assert counts(state.windows.window(300, T0 + 1000), "retrievals") == {
         ("alpha", "other"): 2, ("alpha", "v5"): 1, ("alpha", "v2"): 1}
@@ -319,7 +325,7 @@ def test_versions_coming_and_going_keep_the_sums(seed):
         if split.context.pipeline_version == version:
             named.add(version)
         plain.process(raw)
-        assert all(len(v.known) <= 2 for v in split.metrics.versions.values())
+        assert all(len(v.known) <= 2 for v in split.feature("windows").versions.values())
     assert conform(split.totals(), False) == pytest.approx(plain.totals())
     assert len(named - {None}) >= 8  # two at a time per app, but 8 and more over the stream
     assert feed(checkpoint(feed(PartitionState(config), raws[:300])), raws[300:]).to_dict() == split.to_dict()

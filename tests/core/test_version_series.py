@@ -78,4 +78,4 @@ def test_every_count_stays_exact_and_each_app_names_at_most_the_bound(steps):
         assert snap.processed == unsplit.get(("retrievals", "alpha"), 0) + unsplit.get(("retrievals", "beta"), 0)
     assert conform(total(s.totals() for s in split), False) == pytest.approx(total(p.totals() for p in plain))
     for state in split:  # each partition names at most the bound per app at any time
-        assert all(len(v.known) <= CONFIG.max_pipeline_versions for v in state.metrics.versions.values())
+        assert all(len(v.known) <= CONFIG.max_pipeline_versions for v in state.feature("windows").versions.values())
