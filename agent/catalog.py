@@ -104,15 +104,19 @@ def context_table() -> str:
     """Each field of the per-event `Context`, who fills it and who reads it (agent/core/feature.py)."""
     from agent.core.compare.live import VersionCounts
     from agent.core.drift.days import DriftDays
-    from agent.core.feature import FILLED_BY_STATE, Context
+    from agent.core.feature import FROM_EVENT, SUPPLIED, Context
     from agent.core.judgment import JudgmentIntake
     from agent.core.metrics import MetricFamilies
 
     features = (MetricFamilies, JudgmentIntake, DriftDays, VersionCounts)
     rows = ["| field | filled by | read by |", "| --- | --- | --- |"]
     for field in Context.__slots__:
-        filler = "the state" if field in FILLED_BY_STATE else ", ".join(
-            f"`{f.name}`" for f in features if field in f.writes)
+        if field in FROM_EVENT:
+            filler = "the state, from the event"
+        elif field in SUPPLIED:
+            filler = f"`{SUPPLIED[field]}`, held in force between events"
+        else:
+            filler = ", ".join(f"`{f.name}`" for f in features if field in f.writes)
         readers = ", ".join(f"`{f.name}`" for f in features if field in f.reads) or "-"
         rows.append(f"| `{field}` | {filler} | {readers} |")
     return "\n".join(rows)

@@ -110,7 +110,7 @@ def calibrations_for(lines: list[bytes]) -> Active:
 
 def with_calibrations(active: Active) -> Step:
     state = PartitionState(CoreConfig())
-    state.calibrations = active  # one bisect per admitted result of every event
+    state.supply("calibration", calibrations=active)  # one bisect per admitted result of every event
     return state.process
 
 

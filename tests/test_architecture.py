@@ -53,3 +53,20 @@ def test_the_layer_table_names_every_part_of_the_package():
 def test_every_path_the_document_names_exists():
     named = set(re.findall(r"`((?:agent|tests|producer|rules|helm|grafana|bench)/[\w./-]+)`", DOC.read_text()))
     assert named and sorted(p for p in named if not (ROOT / p).exists()) == []
+
+
+def test_what_a_feature_reads_from_another_is_a_declared_need():
+    """A context field held in force is supplied by one feature; a feature whose `observe` reads one
+    supplied by another declares that one in its adapter's `needs` (the judgment queue reads drift's
+    baseline), so `check-config` names what it loses when that one is off. The metric families are
+    always on and read the calibrations: without them nothing is calibrated, which is their meaning."""
+    from agent.core.compare.live import VersionCounts
+    from agent.core.drift.days import DriftDays
+    from agent.core.feature import SUPPLIED
+    from agent.core.judgment import JudgmentIntake
+
+    adapters = {adapter.name: adapter for adapter in FEATURES}
+    assert set(SUPPLIED.values()) <= set(adapters)
+    for core in (JudgmentIntake, DriftDays, VersionCounts):
+        suppliers = {SUPPLIED[field] for field in core.reads if field in SUPPLIED} - {core.name}
+        assert suppliers <= set(adapters[core.name].needs), core.name

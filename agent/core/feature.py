@@ -25,7 +25,8 @@ agent/service.py `FEATURES`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent.core.facts import Facts
@@ -47,8 +48,8 @@ class Context:
         # Its pipeline version label, set by the metric families while split by version, else None.
         self.pipeline_version: str | None = None
         self.new_terms = 0  # query terms new to the vocabulary in use (the baseline's once one is active)
-        self.baseline: ActiveBaseline | None = None  # the drift baseline in force, if any
-        self.calibrations: Active | None = None  # the score calibrations in force
+        self.baseline: ActiveBaseline | None = None  # the drift baseline in force, if any (supplied)
+        self.calibrations: Active | None = None  # the score calibrations in force, if any (supplied)
         self.now: float | None = None  # when the event was written, if known
         self.unknown_fields = 0  # fields the decoder ignored
         self.watermark: float | None = None  # the windows' watermark, once the metric families saw the event
@@ -63,9 +64,15 @@ class Context:
         return (self.app,) if version is None else (self.app, version)
 
 
-# The context fields the state fills for every event before any feature observes it; the others are filled
-# by the feature that declares them in `writes`, for the features after it.
-FILLED_BY_STATE = frozenset({"app", "baseline", "calibrations", "new_terms", "now", "unknown_fields"})
+# The context fields the state fills from each event before any feature observes it.
+FROM_EVENT = frozenset({"app", "new_terms", "now", "unknown_fields"})
+# The context fields held in force from one event to the next, each supplied by the feature named: its io
+# side sets them between events (`PartitionState.supply`); None while that feature is off. No partition
+# state of theirs: what is in force is the same on every partition, read from the store.
+SUPPLIED: Mapping[str, str] = MappingProxyType({"baseline": "drift", "calibrations": "calibration"})
+# What is filled before any feature observes an event; the other fields are filled by the feature that
+# declares them in `writes`, for the features after it.
+FILLED_BY_STATE = FROM_EVENT | frozenset(SUPPLIED)
 
 
 def alone(facts: Facts) -> Context:

@@ -29,7 +29,7 @@ from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.facts import Facts, facts_of
-from agent.core.feature import Configuration, Context, PartitionFeature, check_context
+from agent.core.feature import SUPPLIED, Configuration, Context, PartitionFeature, check_context
 from agent.core.labels import LabelSet
 from agent.core.metrics import MetricFamilies, metric_families
 from agent.core.model import Event
@@ -105,20 +105,21 @@ class PartitionState:
 
     @property
     def baseline(self) -> ActiveBaseline | None:
+        """The drift baseline in force (supplied by `drift`); its version is checkpointed."""
         return self.context.baseline
-
-    @baseline.setter
-    def baseline(self, baseline: ActiveBaseline | None) -> None:
-        self.context.baseline = baseline
 
     @property
     def calibrations(self) -> Active | None:
-        """The score calibrations in force: set by the agent as stored fits change; never checkpointed."""
+        """The score calibrations in force (supplied by `calibration`); never checkpointed."""
         return self.context.calibrations
 
-    @calibrations.setter
-    def calibrations(self, active: Active | None) -> None:
-        self.context.calibrations = active
+    def supply(self, feature: str, **fields: Any) -> None:
+        """Set context fields held in force from the next event on, for `feature`, which supplies them
+        (`SUPPLIED`); ValueError for a field it does not supply."""
+        if wrong := sorted(name for name in fields if SUPPLIED.get(name) != feature):
+            raise ValueError(f"feature {feature!r} does not supply {wrong} of the context")
+        for name, value in fields.items():
+            setattr(self.context, name, value)
 
     @property
     def windows(self) -> Windows:

@@ -200,3 +200,12 @@ def test_one_feature_at_most_seals():
     assert PartitionState(CoreConfig()).sealing.name == "windows"
     with pytest.raises(ValueError, match=r"two features seal parts of their sections: \['windows', 'sealing'\]"):
         PartitionState(CoreConfig(), features=[Sealing()])
+
+
+def test_a_field_held_in_force_is_set_only_by_the_feature_that_supplies_it():
+    state = PartitionState(CoreConfig())
+    state.supply("calibration", calibrations=None)
+    with pytest.raises(ValueError, match=r"feature 'calibration' does not supply \['baseline'\]"):
+        state.supply("calibration", baseline=None)
+    with pytest.raises(ValueError, match=r"does not supply \['app'\]"):
+        state.supply("drift", app="x")  # filled from each event, by the state

@@ -56,7 +56,7 @@ EVENTS = [
 @pytest.fixture(scope="module")
 def scrape():
     state = PartitionState(CONFIG)
-    state.calibrations = ACTIVE
+    state.supply("calibration", calibrations=ACTIVE)
     for line in EVENTS:
         state.process(line)
     snap = snapshot_of([state], CONFIG)
@@ -118,7 +118,7 @@ def test_without_calibrations_every_app_is_none_and_nothing_is_counted():
 
 def test_a_state_restored_from_its_checkpoint_keeps_the_counts_not_the_calibrations():
     state = PartitionState(CONFIG)
-    state.calibrations = ACTIVE
+    state.supply("calibration", calibrations=ACTIVE)
     state.process(EVENTS[0])
     restored = PartitionState.from_dict(CONFIG, orjson.loads(orjson.dumps(state.to_dict())))
     assert restored.calibrations is None

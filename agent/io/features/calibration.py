@@ -13,7 +13,7 @@ from agent.io.store.calibrations import Calibrations
 
 
 class ScoreCalibrations(FeatureAdapter):
-    name = "calibration"  # no partition feature: the metric families read the set in force
+    name = "calibration"  # no partition feature: it supplies the fits in force, which the metric families read
     tables = calibrations.TABLES
 
     @staticmethod
@@ -29,4 +29,4 @@ class ScoreCalibrations(FeatureAdapter):
         self.watch.start()
 
     def prepare(self, state: PartitionState) -> None:
-        state.calibrations = self.watch.active
+        state.supply(self.name, calibrations=self.watch.active)

@@ -86,7 +86,7 @@ class Drift(FeatureAdapter[HeldDeltas]):
         """Judge the state's new terms and query clusters against the active baseline."""
         active = self.active
         queries = None if active is None else active.queries
-        state.baseline = None if active is None or queries is None else self.shared[active.version]
+        state.supply(self.name, baseline=None if active is None or queries is None else self.shared[active.version])
         self.days(state).queries = queries
 
     def use(self, baseline: Baseline | None, states: Sequence[PartitionState]) -> None:
