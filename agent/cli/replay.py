@@ -28,7 +28,7 @@ def add_parser(commands) -> None:
 def replay(args: argparse.Namespace) -> int:
     from agent.cli.run import settings_from
     from agent.core.config import CoreConfig
-    from agent.core.judgment import QueueRows, samples
+    from agent.core.judgment import JudgmentIntake, QueueRows, samples
     from agent.core.partitions import Outbox
     from agent.core.pipelines import conform
     from agent.core.state import PartitionState
@@ -44,18 +44,18 @@ def replay(args: argparse.Namespace) -> int:
     state = PartitionState(CoreConfig(max_label_values=1 << 30, by_pipeline_version=split,
                                       max_pipeline_versions=1 << 30), judgment=judging)
     rejected: Counter[str] = Counter()
-    rows = Outbox()  # every week's candidates, as the store would hold them
+    rows = Outbox()  # what every feature took (the judgment queue: every week's candidates, as stored)
     with progress() as bar:
-        run(state, _lines(streams), args.max_bytes, rejected, rows if judging is not None else None, bar.update)
+        run(state, _lines(streams), args.max_bytes, rejected, rows, bar.update)
     totals = state.totals()
     summary = summarize(conform(totals, False), dict(rejected))
     if split:
         summary["pipeline_versions"] = by_version(totals)
-    if judging is not None:
-        rows.take(state)
-        held = cast(QueueRows, rows.held["judgment"])
+    if args.sample:
+        intake = cast(JudgmentIntake, state.feature("judgment"))
+        held = cast(QueueRows, rows.held[intake.name])
         summary["security_incidents"] = len(held.incidents)
-        summary["sample"] = _sample(samples(held.added.values(), judging.budgets))
+        summary["sample"] = _sample(samples(held.added.values(), intake.config.budgets))
     if args.format == "json":
         print(json.dumps(summary, sort_keys=True))
     else:
@@ -63,10 +63,10 @@ def replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(state, lines: Iterator[bytes], max_bytes: int, rejected: Counter, rows=None, tick=lambda n: None) -> None:
-    """Feed `lines` through `state`, as the agent's consumer loop does per poll: every `ROUND` lines
-    the round's additions are read back (`take_added`), which lets the windows forget buckets they
-    retired, and the judgment candidates move to `rows` when it is given."""
+def run(state, lines: Iterator[bytes], max_bytes: int, rejected: Counter, rows, tick=lambda n: None) -> None:
+    """Feed `lines` through `state`, as the agent's consumer loop does per poll, and as its checkpoints
+    do every `ROUND` lines: the round's additions are read back (`take_added`), which lets the windows
+    forget buckets they retired, and what every feature took moves to `rows` (an `Outbox`)."""
     from agent.core.reasons import RejectedEvent
 
     for n, line in enumerate(lines, 1):
@@ -76,10 +76,10 @@ def run(state, lines: Iterator[bytes], max_bytes: int, rejected: Counter, rows=N
             rejected[exc.kind] += 1
         if n % ROUND == 0:
             state.take_added()
-            if rows is not None:
-                rows.take(state)
+            rows.take(state)
         tick(1)
     state.take_added()
+    rows.take(state)
 
 
 ROUND = 10000

@@ -29,7 +29,7 @@ from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.facts import Facts, facts_of
-from agent.core.feature import SUPPLIED, Configuration, Context, PartitionFeature, check_context
+from agent.core.feature import SUPPLIED, Configuration, Context, KeptAsRows, PartitionFeature, check_context
 from agent.core.labels import LabelSet
 from agent.core.metrics import MetricFamilies, metric_families
 from agent.core.model import Event
@@ -93,7 +93,8 @@ class PartitionState:
         sealing = [f for f in self.features.values() if f.seals]
         if len(sealing) > 1:
             raise ValueError(f"two features seal parts of their sections: {[f.name for f in sealing]}")
-        self.sealing = sealing[0] if sealing else None  # the feature whose sealed parts the store keeps apart
+        # The feature whose sealed parts the store keeps apart (the metric families), else one that seals nothing.
+        self.sealing: PartitionFeature[Any] | KeptAsRows = sealing[0] if sealing else KeptAsRows()
         self.observers = tuple(f.observe for f in self.features.values())
 
     def feature(self, name: str) -> PartitionFeature[Any]:
@@ -165,15 +166,15 @@ class PartitionState:
 
     def sealed_before(self) -> int:
         """Sealed parts below this index can no longer change (`PartitionFeature.sealed_before`)."""
-        return 0 if self.sealing is None else self.sealing.sealed_before()
+        return self.sealing.sealed_before()
 
     def sealed_items(self, first: int) -> list[list[Any]]:
         """The sealed parts from index `first` on, stored apart by the checkpoint."""
-        return [] if self.sealing is None else self.sealing.sealed_items(first)
+        return self.sealing.sealed_items(first)
 
     def keep_from(self) -> int | None:
         """Sealed parts stored apart below this index are no longer needed."""
-        return None if self.sealing is None else self.sealing.keep_from()
+        return self.sealing.keep_from()
 
     def to_dict(self, sealed_elsewhere: bool = False) -> dict[str, Any]:
         """Plain data: the shared context, then each feature's section. Sealed parts never change:
