@@ -153,6 +153,7 @@ def test_an_unknown_topic_no_broker_and_bad_arguments_are_one_line_each(broker, 
         "expected an RFC 3339 time": ["--since", "yesterday\x1b[2J"],
         "the time needs an offset": ["--since", "2026-12-01T00:00:00"],
         "--examples must be at least 0": ["--examples", "-1"],
+        "--examples must be at most 1000": ["--examples", "99999999999999999999"],
         "comma-separated list of host:port": ["--bootstrap-servers", "a:1,,b:2"],
     }
     for expected, args in cases.items():

@@ -19,6 +19,8 @@ from agent.cli.common import UsageError, at_least, json_text, positive, progress
 from agent.cli.run import settings_from
 from agent.core.escape import plain
 
+MAX_EXAMPLES = 1000
+
 
 def add_parser(commands) -> None:
     dead = commands.add_parser("dead-letters", help="why events are refused: the dead-letter topic summed by reason")
@@ -40,6 +42,8 @@ def dead_letters(args: argparse.Namespace) -> int:
     from agent.io.kafka.dead_letter_topic import TopicError, letter, reading
 
     at_least(args.examples, 0, "--examples")
+    if args.examples > MAX_EXAMPLES:  # each reason keeps this many in memory, and prints them
+        raise UsageError(f"--examples must be at most {MAX_EXAMPLES}, got {args.examples}")
     since = _since(args.since)
     kafka = _kafka(settings_from(args.config), args.bootstrap_servers)
     topic = args.topic if args.topic is not None else kafka.dead_letter_topic
