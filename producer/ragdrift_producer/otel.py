@@ -140,15 +140,20 @@ class RetrievalSpanProcessor(SpanProcessor):
             return
         attributes = span.attributes or {}
         kind = attributes.get(KIND)
+        retrieval = kind == "RETRIEVER" or attributes.get(GENAI_OPERATION) == "retrieval"
+        if not retrieval and kind != "RERANKER" and not self._traces:
+            return  # most of an app's spans: nothing to read, no trace waiting (a read without the lock)
+        # Read (and parse) outside the lock: other threads' spans end meanwhile.
+        read = self._retrieval(span, attributes) if retrieval else None
+        reranking = ((_documents(attributes, RERANK_IN), _documents(attributes, RERANK_OUT),
+                      _text(attributes.get("reranker.model_name"))) if kind == "RERANKER" else None)
         trace_id = context.trace_id
         ready: list[_Trace] = []
         with self._lock:
-            if kind == "RETRIEVER" or attributes.get(GENAI_OPERATION) == "retrieval":
-                self._trace(trace_id).retrievals.append(self._retrieval(span, attributes))
-            elif kind == "RERANKER":
-                self._trace(trace_id).rerankings.append(
-                    (_documents(attributes, RERANK_IN), _documents(attributes, RERANK_OUT),
-                     _text(attributes.get("reranker.model_name"))))
+            if read is not None:
+                self._trace(trace_id).retrievals.append(read)
+            elif reranking is not None:
+                self._trace(trace_id).rerankings.append(reranking)
             if span.parent is None or span.parent.is_remote:
                 trace = self._traces.pop(trace_id, None)
                 if trace is not None:
