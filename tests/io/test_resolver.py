@@ -98,3 +98,15 @@ def test_a_command_that_answers_leaves_nothing_running(tmp_path):
               "print(json.dumps({'queries': {'q1': 'text'}, 'chunks': {}}))\n")
     assert resolve("command", ["q1"], [], command=[sys.executable, "-c", script], timeout=10).queries == {"q1": "text"}
     assert_ended(int(pid_file.read_text()))
+
+
+def test_a_file_whose_last_line_is_still_being_written_gives_the_whole_lines(tmp_path):
+    """An app's recorder appends line by line: a read meeting a half-written last line takes the lines
+    before it; a damaged line anywhere else is one error naming it."""
+    path = tmp_path / "texts.jsonl"
+    whole = '{"kind": "query", "id": "q1", "text": "how do refunds work"}\n'
+    path.write_text(whole + '{"kind": "chunk", "id": "c1", "te')
+    assert resolve("file", ["q1"], ["c1"], path=str(path)).queries == {"q1": "how do refunds work"}
+    path.write_text('{"kind": "chunk", "id": "c1", "te\n' + whole)
+    with pytest.raises(ResolverError, match="line 1 is not a resolver entry"):
+        resolve("file", ["q1"], ["c1"], path=str(path))

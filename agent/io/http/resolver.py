@@ -5,7 +5,9 @@ resolver for the text of its queries and chunks; what comes back goes only
 into the batch's export directory (agent/io/files/batch_files.py), never into Kafka,
 the store, metrics or logs. Three kinds, chosen by `judgment.resolver.kind`:
 
-- `file`: JSON Lines of `{"kind": "query" | "chunk", "id": ..., "text": ...}`;
+- `file`: JSON Lines of `{"kind": "query" | "chunk", "id": ..., "text": ...}`
+  (a last line without its newline that does not parse is one being written,
+  and is left for the next read);
 - `command`: a program given `{"queries": [ids], "chunks": [ids]}` as JSON on
   stdin that prints `{"queries": {id: text}, "chunks": {id: text}}`;
 - `http`: the same request POSTed as JSON to a URL, the same answer back.
@@ -115,6 +117,8 @@ def _from_file(path: Path, queries: set[str], chunks: set[str]) -> Texts:
                     entry = loads(line)
                     kind, id_, text = entry["kind"], entry["id"], entry["text"]
                 except (ValueError, KeyError, TypeError):
+                    if not line.endswith("\n"):
+                        break  # the last line, still being written (by the app's recorder): not an entry yet
                     raise ResolverError(f"resolver file {path}: line {n} is not a resolver entry") from None
                 if kind == "query" and id_ in queries:
                     texts.queries[id_] = str(text)
