@@ -15,6 +15,10 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.core.feature import PartitionFeature
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,15 +104,21 @@ def features_table() -> str:
     return "\n".join(rows)
 
 
-def context_table() -> str:
-    """Each field of the per-event `Context`, who fills it and who reads it (agent/core/feature.py)."""
+def partition_features() -> tuple[type[PartitionFeature[Any]], ...]:
+    """The core half of every feature that has one, in the order a state holds them."""
     from agent.core.compare.live import VersionCounts
     from agent.core.drift.days import DriftDays
-    from agent.core.feature import FROM_EVENT, SUPPLIED, Context
     from agent.core.judgment import JudgmentIntake
     from agent.core.metrics import MetricFamilies
 
-    features = (MetricFamilies, JudgmentIntake, DriftDays, VersionCounts)
+    return (MetricFamilies, JudgmentIntake, DriftDays, VersionCounts)
+
+
+def context_table() -> str:
+    """Each field of the per-event `Context`, who fills it and who reads it (agent/core/feature.py)."""
+    from agent.core.feature import FROM_EVENT, SUPPLIED, Context
+
+    features = partition_features()
     rows = ["| field | filled by | read by |", "| --- | --- | --- |"]
     for field in Context.__slots__:
         if field in FROM_EVENT:

@@ -36,6 +36,12 @@ def test_the_entries_are_the_features_the_agent_builds_each_with_its_adapter():
         assert module in entries[adapter.name].modules, f"{adapter.__name__} ({module}) not in its entry"
 
 
+def test_the_core_halves_are_those_of_the_entries_but_the_calibrations():
+    """The score calibrations keep nothing per partition: they supply the fits in force (`SUPPLIED`)."""
+    names = [feature.name for feature in catalog.partition_features()]
+    assert names == [entry.name for entry in catalog.CATALOG if entry.name != "calibration"]
+
+
 def test_the_tables_in_docs_architecture_are_current():
     text = DOC.read_text()
     assert catalog.written(text) == text, "run: python -m agent.catalog --write"
@@ -60,13 +66,12 @@ def test_what_a_feature_reads_from_another_is_a_declared_need():
     supplied by another declares that one in its adapter's `needs` (the judgment queue reads drift's
     baseline), so `check-config` names what it loses when that one is off. The metric families are
     always on and read the calibrations: without them nothing is calibrated, which is their meaning."""
-    from agent.core.compare.live import VersionCounts
-    from agent.core.drift.days import DriftDays
     from agent.core.feature import SUPPLIED
-    from agent.core.judgment import JudgmentIntake
 
     adapters = {adapter.name: adapter for adapter in FEATURES}
     assert set(SUPPLIED.values()) <= set(adapters)
-    for core in (JudgmentIntake, DriftDays, VersionCounts):
+    for core in catalog.partition_features():
+        if core.name not in adapters:
+            continue  # the metric families
         suppliers = {SUPPLIED[field] for field in core.reads if field in SUPPLIED} - {core.name}
         assert suppliers <= set(adapters[core.name].needs), core.name

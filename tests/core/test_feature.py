@@ -146,13 +146,10 @@ def test_a_feature_reads_only_what_the_state_or_a_feature_before_it_fills():
 
 def test_every_context_field_is_filled_by_the_state_or_declared_by_a_feature():
     """What each of the product's features reads and fills is what its `observe` does (agent/core/*)."""
-    from agent.core.compare.live import VersionCounts
-    from agent.core.drift.days import DriftDays
+    from agent.catalog import partition_features
     from agent.core.feature import FILLED_BY_STATE, Context
-    from agent.core.judgment import JudgmentIntake
-    from agent.core.metrics import MetricFamilies
 
-    features = (MetricFamilies, JudgmentIntake, DriftDays, VersionCounts)
+    features = partition_features()
     assert set(Context.__slots__) == FILLED_BY_STATE | {field for f in features for field in f.writes}
     read = {field for f in features for field in f.reads}
     assert read <= set(Context.__slots__) and set(Context.__slots__) - read == set()
