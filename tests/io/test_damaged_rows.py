@@ -15,7 +15,7 @@ from kafka import TopicPartition
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Table, select, update
 
-from agent.core.compare.live import HeldRows, empty_row
+from agent.core.compare.live import empty_row
 from agent.core.config import CoreConfig
 from agent.core.drift.days import DriftConfig, HeldDeltas, merge
 from agent.core.drift.features import GRIDS, LANGUAGE, TOP1_SCORE
@@ -54,6 +54,15 @@ def metric(feature, table: str) -> float | None:
     return registry.get_sample_value(f"ragdrift_{feature.name}_damaged_rows_total", {"table": table})
 
 
+def checkpointing(store: Store, feature, held=lambda rows: rows):
+    """A checkpoint of partition 0 at an offset, with the feature's rows of what it `held`."""
+    def checkpoint(rows, offset: int) -> None:
+        store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
+                   feature.writes(GROUP, [(TP, held(rows))]))
+
+    return checkpoint
+
+
 def set_aside(store: Store) -> list[tuple[str, list, bytes]]:
     """The shared rows a checkpoint kept aside, as stored."""
     t = store.set_aside_rows
@@ -73,10 +82,7 @@ def test_a_damaged_live_gate_row_is_skipped_counted_and_logged_once_and_the_chec
     with Store(url, None, tables_of(FEATURES)) as store:
         feature = LiveGate(Wiring(settings, store, new_scheduler()))
         gate = feature.rows
-
-        def checkpoint(found: HeldRows, offset: int) -> None:
-            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
-                       feature.writes(GROUP, [(TP, found)]))
+        checkpoint = checkpointing(store, feature)
 
         checkpoint(rows({(DAY, "shop", "a"): 3, (DAY, "shop", "b"): 4},
                         {(DAY, "shop", "a", "q1"): 1, (DAY, "shop", "a", "q2"): 1}), 1)
@@ -108,10 +114,7 @@ def test_a_damaged_drift_day_row_is_skipped_counted_and_logged_once_and_the_chec
     with Store(url, None, tables_of(FEATURES)) as store:
         feature = Drift(Wiring(Settings(), store, new_scheduler()))
         drift = feature.store
-
-        def checkpoint(deltas: dict, offset: int) -> None:
-            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
-                       feature.writes(GROUP, [(TP, HeldDeltas(deltas))]))
+        checkpoint = checkpointing(store, feature, HeldDeltas)
 
         checkpoint({(DAY, "shop", TOP1_SCORE): {3: 5}, (DAY, "shop", LANGUAGE): {"en": 5},
                     (DAY, "docs", TOP1_SCORE): {4: 2}}, 1)
@@ -150,10 +153,7 @@ def test_a_drift_row_of_a_newer_format_is_skipped_by_reads_and_never_rewritten(u
     with Store(url, None, tables_of(FEATURES)) as store:
         feature = Drift(Wiring(Settings(), store, new_scheduler()))
         drift = feature.store
-
-        def checkpoint(deltas: dict, offset: int) -> None:
-            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
-                       feature.writes(GROUP, [(TP, HeldDeltas(deltas))]))
+        checkpoint = checkpointing(store, feature, HeldDeltas)
 
         checkpoint({(DAY, "shop", TOP1_SCORE): {3: 5}, (DAY, "shop", LANGUAGE): {"en": 5}}, 1)
         damage(store, drift.days, {"day": DAY, "app": "shop", "feature": TOP1_SCORE}, NEWER)
@@ -182,10 +182,7 @@ def test_a_live_gate_row_of_a_newer_format_is_never_rewritten(url):
     with Store(url, None, tables_of(FEATURES)) as store:
         feature = LiveGate(Wiring(settings, store, new_scheduler()))
         gate = feature.rows
-
-        def checkpoint(found: HeldRows, offset: int) -> None:
-            store.save(GROUP, [Checkpoint(topic="t", partition=0, next_offset=offset, state={})],
-                       feature.writes(GROUP, [(TP, found)]))
+        checkpoint = checkpointing(store, feature)
 
         checkpoint(rows({(DAY, "shop", "a"): 3}, {(DAY, "shop", "a", "q1"): 1}), 1)
         damage(store, gate.days, {"day": DAY, "app": "shop", "version": "a"}, NEWER)
