@@ -27,7 +27,9 @@ class NewerRow(ValueError):
 
 def check_row(doc: Any, known: int) -> None:
     """Raise `NewerRow` when `doc` says it is of a format above `known`."""
-    if isinstance(doc, dict):
-        version = doc.get(FORMAT_KEY)
-        if version is not None and (type(version) is not int or version > known):
-            raise NewerRow(f"row format {version!r} is newer than this release's {known}")
+    if isinstance(doc, dict) and FORMAT_KEY in doc:
+        version = doc[FORMAT_KEY]
+        if type(version) is not int:
+            raise ValueError("a row format that is no whole number")  # damaged, not newer
+        if version > known:
+            raise NewerRow(f"row format {version} is newer than this release's {known}")

@@ -105,7 +105,8 @@ def test_a_damaged_live_gate_row_is_skipped_counted_and_logged_once_and_the_chec
         assert logged(caplog, table) == [f"damaged row of {table} skipped: {key!r}"]
 
 
-DRIFT_DAMAGE = [NOT_JSON, b"NaN", b'{"3": NaN}', b'{"3": -1}', b'{"3": 1.5}', b'{"x": 1}', b'["3"]']
+DRIFT_DAMAGE = [NOT_JSON, b"NaN", b'{"3": NaN}', b'{"3": -1}', b'{"3": 1.5}', b'{"x": 1}', b'["3"]',
+                b'{"$format": "2", "3": 5}']
 
 
 @pytest.mark.parametrize("raw", DRIFT_DAMAGE)
