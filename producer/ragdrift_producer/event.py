@@ -81,7 +81,7 @@ class Builder:
               feedback: Feedback | None = None) -> dict[str, Any]:
         if not isinstance(query, str):
             raise Dropped("invalid_query")
-        query_id, terms = self.hasher.query(query)
+        query_id, terms = self.hasher.query(query, most=MAX_TERMS + 1)  # one more tells a truncation
         if len(terms) > MAX_TERMS:
             terms = terms[:MAX_TERMS]
             self.adjusted("truncated")

@@ -110,10 +110,10 @@ class Hasher:
         return binascii.b2a_base64(self._digest(domain, normalized)[:16], newline=False)[:22].translate(
             _URLSAFE).decode("ascii")
 
-    def query(self, text: str) -> tuple[str, list[str]]:
-        """The query id and the term tokens of a query text."""
+    def query(self, text: str, most: int | None = None) -> tuple[str, list[str]]:
+        """The query id and the term tokens of a query text (of its first `most` terms only)."""
         normalized = normalize(text)
-        return self.token(QUERY, normalized), [self.token(TERM, t) for t in terms(normalized)]
+        return self.token(QUERY, normalized), [self.token(TERM, t) for t in terms(normalized)[:most]]
 
     def group(self, name: str) -> str:
         token = self._groups.get(name)
