@@ -28,6 +28,7 @@ from tests.agentctl import (
     new_port,
     produce,
     read_partitions,
+    store_states,
 )
 from tests.services import http_get
 
@@ -161,7 +162,12 @@ def test_a_recreated_topic_is_processed_completely(tansu_bin, agents, tmp_path, 
         second = list(synth.generate(new_events, seed=72, start=_now() + timedelta(minutes=1), rate=200))
         produce(broker.bootstrap, "r", second)
         records = read_partitions(broker.bootstrap, "r", len(second))
-        wait_until(lambda: caught_up(url, "g", "r", records), 120, 0.2, "new log processed and checkpointed")
+        try:
+            wait_until(lambda: caught_up(url, "g", "r", records), 120, 0.2, "new log processed and checkpointed")
+        except TimeoutError as exc:  # what a rare failure needs to be understood: where each partition stands
+            stored = {p: offset for p, (offset, _) in store_states(url, "g", "r", len(records)).items()}
+            ends = {p: recs[-1].offset + 1 for p, recs in records.items() if recs}
+            raise AssertionError(f"{exc}: checkpoints {stored}, log ends {ends}; agent log:\n{agent.log()}") from None
         assert_exactly_once(url, "g", "r", records)
         assert agent.value("ragdrift_offset_resets_total") == 3
         # The window gauges come from the snapshot the loop publishes after its checkpoint: wait for it.
