@@ -18,7 +18,8 @@ from agent.io.settings.agent import Settings
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = sorted({word for entry in CATALOG for word in entry.words})
 FEATURE_WORDS = re.compile("|".join(("(?<!rag)drift" if w == "drift" else re.escape(w)) for w in WORDS), re.IGNORECASE)
-# The shared context every feature reads is the state's: the baseline in force and the calibrations in force.
+# The shared context every feature may read: the vocabulary, and the baseline and calibrations in force,
+# which their features supply to the state's context.
 SHARED = ("baseline", "vocabular", "calibrat")
 SHARED_CONTEXT = re.compile("|".join(("(?<!rag)drift" if w == "drift" else re.escape(w)) for w in WORDS
                                      if w not in SHARED), re.IGNORECASE)

@@ -11,8 +11,9 @@ also keep a section of the checkpointed state (`to_dict`, under its name;
 the metric families keep their windows there) and take it back on a restore
 (`restore`), with the parts of it that can no longer change stored apart
 (`seals`); and it may count into the process's counters, read after every
-poll (`added`). The agent reaches the metric families through these members
-only, as it does every other feature.
+poll (`added`). The agent counts, checkpoints and restores the metric
+families through these members, as it does every other feature; what it
+publishes is read from their windows (`PartitionState.windows`).
 
 The checkpointed state is versioned as a whole: a feature that changes the
 layout of its section raises `STATE_VERSION` and adds a migration of the
@@ -67,12 +68,13 @@ class Context:
 # The context fields the state fills from each event before any feature observes it.
 FROM_EVENT = frozenset({"app", "new_terms", "now", "unknown_fields"})
 # The context fields held in force from one event to the next, each supplied by the feature named: its io
-# side sets them between events (`PartitionState.supply`); None while that feature is off. No partition
-# state of theirs: what is in force is the same on every partition, read from the store.
+# side sets them between events (`PartitionState.supply`), or a restored state is built with the one its
+# checkpoint names; None while nothing is in force (that feature off, or nothing stored yet). What is in
+# force is the same on every partition, read from the store.
 SUPPLIED: Mapping[str, str] = MappingProxyType({"baseline": "drift", "calibrations": "calibration"})
 # What is filled before any feature observes an event; the other fields are filled by the feature that
 # declares them in `writes`, for the features after it.
-FILLED_BY_STATE = FROM_EVENT | frozenset(SUPPLIED)
+FILLED_BEFORE = FROM_EVENT | frozenset(SUPPLIED)
 
 
 def alone(facts: Facts) -> Context:
@@ -128,8 +130,8 @@ class PartitionFeature(Observer, Protocol[P]):
 
     def restore(self, section: dict[str, Any] | None, sealed: Sequence[Sequence[Any]]) -> None:
         """Take back its section of a restored state (None when the state has none), with the parts
-        stored apart (`sealed`, for the feature that seals); raises ValueError, KeyError or TypeError
-        when it is damaged."""
+        stored apart (`sealed`: empty but for the feature that seals); raises ValueError, KeyError or
+        TypeError when it is damaged."""
 
     def sealed_before(self) -> int:
         """Parts of its section below this index never change again (0 for a feature that seals nothing)."""
@@ -168,9 +170,10 @@ class KeptAsRows:
 
 
 def check_context(features: Sequence[PartitionFeature[Any]]) -> None:
-    """The features' order, checked once per state: each reads only context fields the state or a feature
-    before it fills, and each field has one filler. ValueError names the feature and the fields."""
-    filled = set(FILLED_BY_STATE)
+    """The features' order, checked once per state: each reads only context fields filled before any
+    feature observes the event (`FILLED_BEFORE`) or by a feature before it, and each field has one filler.
+    ValueError names the feature and the fields."""
+    filled = set(FILLED_BEFORE)
     for feature in features:
         if unfilled := sorted(feature.reads - filled):
             raise ValueError(f"feature {feature.name!r} reads {unfilled} of the context, which nothing before it fills")

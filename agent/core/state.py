@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, cast
 
-from agent.core.calibrated import Active
 from agent.core.config import LABEL_DIMENSIONS, CoreConfig
 from agent.core.decoder import DEFAULT_MAX_BYTES, decode
 from agent.core.facts import Facts, facts_of
-from agent.core.feature import SUPPLIED, Configuration, Context, KeptAsRows, PartitionFeature, check_context
+from agent.core.feature import SUPPLIED, Configuration, Context, PartitionFeature, check_context
 from agent.core.labels import LabelSet
 from agent.core.metrics import MetricFamilies, metric_families
 from agent.core.model import Event
@@ -91,10 +90,9 @@ class PartitionState:
             self.features[feature.name] = feature
         check_context(list(self.features.values()))
         sealing = [f for f in self.features.values() if f.seals]
-        if len(sealing) > 1:
-            raise ValueError(f"two features seal parts of their sections: {[f.name for f in sealing]}")
-        # The feature whose sealed parts the store keeps apart (the metric families), else one that seals nothing.
-        self.sealing: PartitionFeature[Any] | KeptAsRows = sealing[0] if sealing else KeptAsRows()
+        if len(sealing) != 1:  # the metric families seal, and nothing else may: one numbered series per partition
+            raise ValueError(f"one feature seals parts of its section, not {[f.name for f in sealing]}")
+        self.sealing = sealing[0]  # the one whose sealed parts the store keeps apart
         self.observers = tuple(f.observe for f in self.features.values())
 
     def feature(self, name: str) -> PartitionFeature[Any]:
@@ -103,16 +101,6 @@ class PartitionState:
             return self.features[name]
         except KeyError:
             raise LookupError(f"no feature {name!r} in this state") from None
-
-    @property
-    def baseline(self) -> ActiveBaseline | None:
-        """The drift baseline in force (supplied by `drift`); its version is checkpointed."""
-        return self.context.baseline
-
-    @property
-    def calibrations(self) -> Active | None:
-        """The score calibrations in force (supplied by `calibration`); never checkpointed."""
-        return self.context.calibrations
 
     def supply(self, feature: str, **fields: Any) -> None:
         """Set context fields held in force from the next event on, for `feature`, which supplies them
@@ -209,7 +197,7 @@ class PartitionState:
                 state.labels[dim] = LabelSet(config.max_label_values, config.label_values.get(dim), seen)
             state.vocabulary = Vocabulary.from_dict(data["vocabulary"])
             for name, feature in state.features.items():
-                feature.restore(data.get(name), sealed)
+                feature.restore(data.get(name), sealed if feature is state.sealing else ())
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise StateError(f"damaged state: {exc!r}") from None
         return state

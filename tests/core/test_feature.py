@@ -144,13 +144,13 @@ def test_a_feature_reads_only_what_the_state_or_a_feature_before_it_fills():
         PartitionState(CoreConfig(), features=[nothing])
 
 
-def test_every_context_field_is_filled_by_the_state_or_declared_by_a_feature():
+def test_every_context_field_is_filled_before_the_features_or_declared_by_one():
     """What each of the product's features reads and fills is what its `observe` does (agent/core/*)."""
     from agent.catalog import partition_features
-    from agent.core.feature import FILLED_BY_STATE, Context
+    from agent.core.feature import FILLED_BEFORE, Context
 
     features = partition_features()
-    assert set(Context.__slots__) == FILLED_BY_STATE | {field for f in features for field in f.writes}
+    assert set(Context.__slots__) == FILLED_BEFORE | {field for f in features for field in f.writes}
     read = {field for f in features for field in f.reads}
     assert read <= set(Context.__slots__) and set(Context.__slots__) - read == set()
 
@@ -195,7 +195,7 @@ class Sealing(PerVersion):
 def test_one_feature_at_most_seals():
     """The store keeps one numbered series of sealed parts per partition: the metric families'."""
     assert PartitionState(CoreConfig()).sealing.name == "windows"
-    with pytest.raises(ValueError, match=r"two features seal parts of their sections: \['windows', 'sealing'\]"):
+    with pytest.raises(ValueError, match=r"one feature seals parts of its section, not \['windows', 'sealing'\]"):
         PartitionState(CoreConfig(), features=[Sealing()])
 
 

@@ -237,6 +237,18 @@ def test_a_new_release_takes_the_slot_of_a_version_stopped_for_the_idle_time():
     assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v2", "v5"]}
 
 
+def test_an_exemplar_takes_the_labels_of_the_series_its_event_was_counted_in():
+    # v5 arrives at T0 + 1000 while the set is full: at the watermark before it (T0 + 600) no version has
+    # stopped, so it counts as `other`. Its own time frees v2..v4's places; the exemplar's labels must
+    # still be those it was counted under, and looking them up must not learn v5.
+    state = feed(PartitionState(RELEASES), [doc(k, f"v{k}") for k in range(1, 5)] + [doc(5, "v1", t=T0 + 600)])
+    state.take_added()
+    state.process(doc(6, "v5", t=T0 + 1000))
+    assert state.context.lead() == ("alpha", "other")
+    assert counts(state.take_added(), "retrievals") == {("alpha", "other"): 1}
+    assert state.to_dict()["windows"]["pipeline_versions"] == {"alpha": ["v1", "v2", "v3", "v4"]}
+
+
 def test_what_forgotten_versions_left_in_retired_moves_to_other():
     # At day 4, v5 finds v1..v3 stopped (last seen at days 1 to 3) and takes a slot. The buckets
     # older than the windows' 24h + 300 s hold v1's, v2's and v3's day-2 event: in `retired` they

@@ -36,7 +36,7 @@ def test_a_checkpoint_written_by_the_previous_release_loads(v1):
     assert v1["state"]["version"] == 1 and STATE_VERSION == 2
     restored = PartitionState.from_dict(_config(v1), v1["state"], v1["sealed"])
     assert restored.totals() == from_items(v1["totals"])
-    assert restored.baseline is None
+    assert restored.context.baseline is None
     # It goes on from where it stopped, and checkpoints in today's version.
     for line in synth.generate(20, seed=4, start=datetime(2026, 11, 30, 9, 30, tzinfo=UTC)):
         restored.process(line)
@@ -87,11 +87,11 @@ def test_a_baseline_vocabulary_is_shared_and_referenced_by_version():
     baseline = ActiveBaseline("2026-w48", vocabulary)
     parts = [PartitionState(config, baseline) for _ in range(2)]
     for part in parts:
-        assert part.baseline.vocabulary is vocabulary  # one filter, whatever the partition count
+        assert part.context.baseline.vocabulary is vocabulary  # one filter, whatever the partition count
     data = orjson.loads(orjson.dumps(parts[0].to_dict()))
     assert data["baseline"] == "2026-w48"
     assert vocabulary.to_dict()["array"] not in orjson.dumps(data).decode()
-    assert PartitionState.from_dict(config, data, baselines={"2026-w48": baseline}).baseline is baseline
+    assert PartitionState.from_dict(config, data, baselines={"2026-w48": baseline}).context.baseline is baseline
     with pytest.raises(StateError, match="2026-w48"):
         PartitionState.from_dict(config, data)
 

@@ -51,11 +51,11 @@ def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(
     drift.save_baseline(baseline)
     parts, feature = ownership(drift)
     before = parts._state(TP)
-    assert before.baseline is None and before.feature("drift").queries is None  # no baseline yet: its own vocabulary
+    assert before.context.baseline is None and before.feature("drift").queries is None  # no baseline yet: its own vocabulary
     feature.use(baseline, [before])
-    assert before.baseline.version == baseline.version  # a partition owned already switches too
+    assert before.context.baseline.version == baseline.version  # a partition owned already switches too
     first, second = parts._state(TP), parts._state(TP)
-    assert first.baseline is second.baseline and first.baseline.version == baseline.version
+    assert first.context.baseline is second.context.baseline and first.context.baseline.version == baseline.version
     assert first.feature("drift").queries == baseline.queries
     # the same answer on every partition: a term of the baseline is known, a new one is new to both
     lines = list(generate(200, seed=99, start=DAY0 + timedelta(days=8), rate=1.0, incidents=[ScheduledIncident("new-terms", 0)]))
@@ -68,8 +68,8 @@ def test_partitions_share_the_active_baseline_and_a_restore_loads_it_by_version(
     assert data["baseline"] == baseline.version
     restored = PartitionState.from_dict(CoreConfig(), data, drift=DriftConfig(),
                                         **ownership(drift)[1].restore_context(data))
-    assert restored.baseline.version == baseline.version
-    assert restored.baseline.vocabulary.to_dict() == baseline.queries.vocabulary.to_dict()
+    assert restored.context.baseline.version == baseline.version
+    assert restored.context.baseline.vocabulary.to_dict() == baseline.queries.vocabulary.to_dict()
 
 
 def test_the_judgment_queue_judges_risk_against_the_active_baseline(drift):
@@ -81,13 +81,13 @@ def test_the_judgment_queue_judges_risk_against_the_active_baseline(drift):
     state = parts._state(TP)
     feature.use(baseline, [state])
     reference = reference_from(baseline)
-    assert state.baseline.reference == reference and reference.top1_low and reference.query_type_share
+    assert state.context.baseline.reference == reference and reference.top1_low and reference.query_type_share
     # an event of a query type the baseline never saw is a rare slice; the same event without a baseline is not
     line = next(iter(generate(1, seed=5, start=DAY0 + timedelta(days=8))))
     doc = orjson.loads(line)
     doc["query"]["type"] = "never_seen"
     rare = orjson.dumps(doc)
-    judged = PartitionState(CoreConfig(), state.baseline, judgment=JudgmentConfig())
+    judged = PartitionState(CoreConfig(), state.context.baseline, judgment=JudgmentConfig())
     alone = PartitionState(CoreConfig(), judgment=JudgmentConfig())
     for partition in (judged, alone):
         partition.process(rare)
@@ -97,4 +97,4 @@ def test_the_judgment_queue_judges_risk_against_the_active_baseline(drift):
     data = state.to_dict()
     restored = PartitionState.from_dict(CoreConfig(), data, drift=DriftConfig(),
                                         **ownership(drift)[1].restore_context(data))
-    assert restored.baseline.reference == reference
+    assert restored.context.baseline.reference == reference

@@ -121,7 +121,7 @@ def test_a_state_restored_from_its_checkpoint_keeps_the_counts_not_the_calibrati
     state.supply("calibration", calibrations=ACTIVE)
     state.process(EVENTS[0])
     restored = PartitionState.from_dict(CONFIG, orjson.loads(orjson.dumps(state.to_dict())))
-    assert restored.calibrations is None
+    assert restored.context.calibrations is None
     assert restored.totals()[("calibrated_results", "alpha")] == 2
 
 
