@@ -75,7 +75,7 @@ class Agent:
     def run(self) -> None:
         """Consume until `stop()`; then drain, checkpoint, commit and leave the group."""
         kafka = self.kafka
-        self.consumer.subscribe(kafka.topics, listener=_Rebalance(self))
+        broker.subscribe(self.consumer, kafka.topics, _Rebalance(self))
         next_checkpoint = time.monotonic() + self.checkpoint_every
         next_publish = next_probe = 0.0
         log.info("agent started", extra={"topics": kafka.topics, "group": kafka.group_id})

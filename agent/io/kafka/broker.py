@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 
 from agent.core.privacy import forwardable_key
@@ -64,6 +64,40 @@ def consumer(settings: KafkaSettings, client_id: str):
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         **{"allow_auto_create_topics": False, **settings.client, **settings.consumer},
     )
+
+
+def subscribe(consumer, topics: list[str], listener: ConsumerRebalanceListener) -> None:
+    """Join the group for `topics`, with `listener` told of every rebalance."""
+    if isinstance(consumer, KafkaConsumer):
+        listener = _JoinedOnce(consumer, listener)
+    consumer.subscribe(topics, listener=listener)
+
+
+class _JoinedOnce(ConsumerRebalanceListener):
+    """kafka-python 3.0.12 starts a rebalance itself when a subscribed topic's partitions change (a topic
+    recreated, partitions added) without marking the group to be rejoined. It only notices that a
+    rejoin is needed by comparing its metadata with the metadata its last assignment used. The group
+    leader brings the two back in line while it assigns, before its SyncGroup is answered. If a poll's
+    time runs out in between, no later poll awaits that join, and the consumer keeps no partitions
+    until it restarts (seen with a recreated topic: "Elected group leader", then nothing). Kafka's
+    Java client marks the rejoin whenever the metadata starts one (KAFKA-9815); marking it here, as
+    each rebalance starts (every join first revokes), keeps the join awaited until it completes.
+    The coordinator is not public API: kafka-python is pinned (constraints/agent.txt), and
+    tests/io/test_kafka_join.py holds this to the installed version."""
+
+    def __init__(self, consumer: KafkaConsumer, listener: ConsumerRebalanceListener):
+        self.coordinator = consumer._coordinator
+        self.listener = listener
+
+    def on_partitions_revoked(self, revoked):
+        self.coordinator.request_rejoin()
+        self.listener.on_partitions_revoked(revoked)
+
+    def on_partitions_assigned(self, assigned):
+        self.listener.on_partitions_assigned(assigned)
+
+    def on_partitions_lost(self, lost):
+        self.listener.on_partitions_lost(lost)
 
 
 def producer(settings: KafkaSettings, client_id: str):
